@@ -1,0 +1,82 @@
+# metal3.baremetal — the two commands: `make test` and `make demo`.
+# Everything installs under the repo (.venv, build/) or the user cache (kube binaries).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+COLLECTIONS := build/collections
+COLLECTION := $(COLLECTIONS)/ansible_collections/metal3/baremetal
+CLUSTER_DIR ?= build/cluster
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
+        cluster cluster-down clean
+
+all: test
+
+$(BIN)/.installed: requirements.txt requirements-test.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-test.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+# The repo itself, seen as the installed collection metal3.baremetal.
+$(COLLECTION):
+	mkdir -p $(dir $(COLLECTION))
+	ln -sfn ../../../.. $(COLLECTION)
+
+collection: $(COLLECTION)
+
+generate: venv
+	$(BIN)/python hack/gen-crds.py
+
+kube-binaries:
+	bash hack/kube-binaries.sh >/dev/null
+
+# Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
+test: venv collection kube-binaries
+	$(BIN)/python hack/gen-crds.py --check
+	$(BIN)/python -m pytest -n 2 tests
+	$(MAKE) --no-print-directory lint sanity
+
+unit: venv collection
+	$(BIN)/python -m pytest tests/unit
+
+lint: venv
+	$(BIN)/ruff check --output-format concise .
+	$(BIN)/python hack/check-crds.py
+	$(BIN)/antsibull-changelog lint
+
+# ansible-test wants the collection at a real ansible_collections/metal3/baremetal path, outside this
+# repo's ignored build/ (it lists content with git): a throwaway copy of the tracked and new files.
+# ansible-test cannot fetch its own pip bootstrap here, so its requirements live in a venv of their own.
+SANITY_VENV := .venv-sanity
+$(SANITY_VENV)/.installed: requirements.txt
+	test -x $(SANITY_VENV)/bin/python || $(PYTHON) -m venv $(SANITY_VENV)
+	$(SANITY_VENV)/bin/pip install -q --disable-pip-version-check $$(grep ^ansible-core requirements.txt)
+	cat $(SANITY_VENV)/lib/python3*/site-packages/ansible_test/_data/requirements/sanity.*.txt | \
+	  grep -v '^#' | sort -u > $(SANITY_VENV)/requirements.txt
+	$(SANITY_VENV)/bin/pip install -q --disable-pip-version-check -r $(SANITY_VENV)/requirements.txt
+	touch $@
+
+# The pip version ansible-test 2.19 bootstraps into each of its sanity virtualenvs.
+ANSIBLE_TEST_PIP := 24_2
+sanity: $(SANITY_VENV)/.installed
+	@set -e; mkdir -p ~/.ansible/test/cache; \
+	  cp hack/ansible-test-get-pip.py ~/.ansible/test/cache/get_pip_$(ANSIBLE_TEST_PIP).py; \
+	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  target="$$dir/ansible_collections/metal3/baremetal"; mkdir -p "$$target"; \
+	  git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$$target/"; \
+	  cd "$$target" && git init -q && git add -A && \
+	  $(CURDIR)/$(SANITY_VENV)/bin/ansible-test sanity --local --python 3.11 --color no
+
+cluster: venv kube-binaries
+	$(BIN)/python tests/harness/kube.py up --dir $(CLUSTER_DIR)
+
+cluster-down: venv
+	$(BIN)/python tests/harness/kube.py down --dir $(CLUSTER_DIR)
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache

@@ -1,0 +1,198 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Validation of objects as kube-apiserver validates them, for the local backend.
+
+Object metadata follows Kubernetes' rules (names, labels, annotations); the
+body follows the kind's CRD schema, with unknown fields refused as kube-apiserver
+refuses them under ``fieldValidation=Strict`` (which the Kubernetes backend sets).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import re
+from functools import cache
+from typing import Any, Iterable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import (
+    validate_label_key,
+    validate_labels,
+)
+
+try:
+    import jsonschema
+
+    HAS_JSONSCHEMA = True
+    JSONSCHEMA_IMPORT_ERROR = None
+except ImportError as e:  # pragma: no cover - reported by the modules through missing_required_lib
+    HAS_JSONSCHEMA = False
+    JSONSCHEMA_IMPORT_ERROR = e
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+def _to_jsonschema(node: Any, top: bool = False) -> Any:
+    """Translate an openAPIV3Schema into JSON Schema with kube-apiserver's meaning."""
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _to_jsonschema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not"):
+            out[key] = _to_jsonschema(value)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            out[key] = [_to_jsonschema(sub) for sub in value]
+        elif key in ("description", "example", "default", "externalDocs", "format", "nullable") \
+                or key.startswith("x-kubernetes-"):
+            continue
+        else:
+            out[key] = copy.deepcopy(value)
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if top:
+        out.setdefault("properties", {})
+        out["properties"].setdefault("apiVersion", {"type": "string"})
+        out["properties"].setdefault("kind", {"type": "string"})
+        out["properties"]["metadata"] = {"type": "object"}
+    is_object = node.get("type") == "object" or top
+    if is_object and "additionalProperties" not in node and not node.get("x-kubernetes-preserve-unknown-fields") \
+            and ("properties" in node or top):
+        out["additionalProperties"] = False  # strict field validation: unknown fields are refused
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+@cache
+def _validator(info: KindInfo) -> Any:
+    schema = _to_jsonschema(info.schema, top=True)
+    return jsonschema.Draft7Validator(schema)
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    """(field path, what is wrong) of a jsonschema error, in kube-apiserver's words."""
+    path = _path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        field = ".".join(p for p in (path, extra[0] if extra else "") if p)
+        return field, "unknown field"
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        return ".".join(p for p in (path, missing) if p), "Required value"
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return path, f"Invalid value: {error.instance!r}: must be of type {expected}"
+    if error.validator == "enum":
+        allowed = ", ".join(f'"{v}"' for v in error.validator_value)
+        return path, f"Unsupported value: {error.instance!r}: supported values: {allowed}"
+    if error.validator == "pattern":
+        return path, f"Invalid value: {error.instance!r}: must match the pattern {error.validator_value!r}"
+    return path, f"Invalid value: {error.instance!r}: {error.message}"
+
+
+def _validate_metadata(info: KindInfo, obj: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name", "")
+    if not isinstance(name, str) or not name:
+        problems.append("metadata.name: Required value: name is required")
+    elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        problems.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist "
+                        "of lower case alphanumeric characters, '-' or '.', and must start and end with an "
+                        "alphanumeric character")
+    namespace = metadata.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or len(namespace) > 63
+                                  or not _DNS_LABEL.match(namespace)):
+        problems.append(f"metadata.namespace: Invalid value: {namespace!r}: a lowercase RFC 1123 label must "
+                        "consist of lower case alphanumeric characters or '-', and must start and end with an "
+                        "alphanumeric character")
+    for field, check in (("labels", validate_labels), ("annotations", _validate_annotations)):
+        value = metadata.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            problems.append(f"metadata.{field}: Invalid value: must be a map of strings")
+            continue
+        try:
+            check(value)
+        except BadRequest as e:
+            problems.append(f"metadata.{field}: Invalid value: {e}")
+    for field in ("finalizers",):
+        value = metadata.get(field)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            problems.append(f"metadata.{field}: Invalid value: must be a list of strings")
+    for i, ref in enumerate(metadata.get("ownerReferences") or []):
+        for required in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(ref, dict) or not ref.get(required):
+                problems.append(f"metadata.ownerReferences[{i}].{required}: Required value")
+    if info.kind == "Secret" and not info.group:
+        problems.extend(_validate_secret_data(obj))
+    return problems
+
+
+def _validate_annotations(annotations: dict[str, Any]) -> None:
+    size = 0
+    for key, value in annotations.items():
+        validate_label_key(key)
+        if not isinstance(value, str):
+            raise BadRequest(f"annotation {key!r} must be a string, not {type(value).__name__}")
+        size += len(key) + len(value)
+    if size > _ANNOTATIONS_MAX_BYTES:
+        raise BadRequest(f"annotations are {size} bytes, more than the {_ANNOTATIONS_MAX_BYTES} allowed")
+
+
+def _validate_secret_data(obj: dict[str, Any]) -> list[str]:
+    problems = []
+    for field in ("data", "stringData"):
+        values = obj.get(field) or {}
+        if not isinstance(values, dict):
+            problems.append(f"{field}: Invalid value: must be a map of strings")
+            continue
+        for key, value in values.items():
+            if not _SECRET_KEY.match(key):
+                problems.append(f"{field}[{key}]: Invalid value: a valid config key must consist of "
+                                "alphanumeric characters, '-', '_' or '.'")
+            elif not isinstance(value, str):
+                problems.append(f"{field}[{key}]: Invalid value: must be a string")
+            elif field == "data":
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    # The value itself is secret: name the key, never show the value.
+                    problems.append(f"data[{key}]: Invalid value: not valid base64")
+    return problems
+
+
+def validate(info: KindInfo, obj: dict[str, Any]) -> None:
+    """Raise Invalid (or BadRequest for unknown fields) naming each bad field of ``obj``."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    problems = _validate_metadata(info, obj)
+    unknown: list[str] = []
+    if info.schema is not None and HAS_JSONSCHEMA:
+        for error in sorted(_validator(info).iter_errors(obj), key=lambda e: list(e.absolute_path)):
+            field, what = _describe(error)
+            if what == "unknown field":
+                unknown.append(field)
+            else:
+                problems.append(f"{field}: {what}")
+    if unknown:
+        # kube-apiserver reports unknown fields under fieldValidation=Strict as a BadRequest.
+        raise BadRequest("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+    if problems:
+        raise Invalid(f'{info.qualified_kind} "{name}" is invalid: ' + ", ".join(problems))

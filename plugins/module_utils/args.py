@@ -1,0 +1,36 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Argument specs shared by the modules; each has one doc fragment (plugins/doc_fragments)."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ansible.module_utils.basic import env_fallback
+
+# The store: documented once in the metal3.baremetal.store doc fragment. Option names and
+# K8S_AUTH_* fallbacks are kubernetes.core's, so AWX's Kubernetes credential works unchanged.
+STORE_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "backend": {"type": "str", "choices": ["local", "kubernetes"], "fallback": (env_fallback, ["METAL3_BACKEND"])},
+    "store_path": {"type": "path", "fallback": (env_fallback, ["METAL3_STORE_PATH"])},
+    "kubeconfig": {"type": "raw", "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
+    "context": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_CONTEXT"])},
+    "host": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_HOST"])},
+    "api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_API_KEY"])},
+    "validate_certs": {"type": "bool", "aliases": ["verify_ssl"], "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"])},
+    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"], "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
+    "client_cert": {"type": "path", "aliases": ["cert_file"], "fallback": (env_fallback, ["K8S_AUTH_CERT_FILE"])},
+    "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False,
+                   "fallback": (env_fallback, ["K8S_AUTH_KEY_FILE"])},
+}
+
+
+def with_store(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A module's own argument spec plus the store options."""
+    full = copy.deepcopy(STORE_ARG_SPEC)
+    full.update(copy.deepcopy(spec))
+    return full
+
+
+def store_options(params: dict[str, Any]) -> dict[str, Any]:
+    return {name: params.get(name) for name in STORE_ARG_SPEC}

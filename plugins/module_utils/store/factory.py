@@ -1,0 +1,32 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Open the store a set of options names: the local SQLite file or a Kubernetes cluster."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+
+BACKENDS = ("local", "kubernetes")
+KUBERNETES_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert", "client_cert",
+                      "client_key")
+
+
+def open_store(options: Mapping[str, Any] | None = None) -> Store:
+    """The store named by ``options`` (the keys of the store argument spec); env vars fill what is unset."""
+    options = options or {}
+    backend = options.get("backend") or os.environ.get("METAL3_BACKEND") or "local"
+    if backend not in BACKENDS:
+        raise BadRequest(f"backend: must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "local":
+        from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+
+        return LocalStore(options.get("store_path"))
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import HAS_KUBERNETES, KubernetesStore
+
+    if not HAS_KUBERNETES:
+        raise BadRequest("backend: kubernetes needs the Python library 'kubernetes' on the controller "
+                         "(pip install kubernetes)")
+    return KubernetesStore(**{name: options.get(name) for name in KUBERNETES_OPTIONS})

@@ -1,0 +1,222 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The Kubernetes backend: the ``kubernetes`` dynamic client against a real cluster.
+
+kube-apiserver gives the semantics itself (resourceVersion preconditions,
+finalizers, status subresource, schema validation); this class only maps
+calls and errors. Writes use ``fieldValidation=Strict`` so an unknown field
+fails here as it fails on the local backend.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any, Iterable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    StoreError,
+    Unavailable,
+    UnknownKind,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.store import selector as sel
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, require_identity
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError as e:  # pragma: no cover - reported by the modules through missing_required_lib
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = e
+
+# Connect and read timeouts (seconds): a cluster that does not answer fails fast and clearly.
+REQUEST_TIMEOUT = (10, 60)
+STRICT = [("fieldValidation", "Strict")]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _configuration(kubeconfig: str | dict | None, context: str | None, host: str | None, api_key: str | None,
+                   validate_certs: bool | None, ca_cert: str | None, client_cert: str | None,
+                   client_key: str | None) -> Any:
+    """A client Configuration, resolved as kubernetes.core resolves its auth options."""
+    configuration = k8s_client.Configuration()
+    try:
+        if isinstance(kubeconfig, dict):
+            k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=configuration)
+        elif kubeconfig:
+            k8s_config.load_kube_config(config_file=os.path.expanduser(kubeconfig), context=context,
+                                        client_configuration=configuration)
+        elif not (host and api_key):
+            if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            else:
+                k8s_config.load_kube_config(context=context, client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
+        where = kubeconfig if isinstance(kubeconfig, str) else "the default kubeconfig"
+        raise Unavailable(f"cannot load the Kubernetes configuration from {where}: {e}") from None
+    if host:
+        configuration.host = host
+    if api_key:
+        configuration.api_key = {"authorization": f"Bearer {api_key}"}
+    if validate_certs is not None:
+        configuration.verify_ssl = validate_certs
+    if ca_cert:
+        configuration.ssl_ca_cert = os.path.expanduser(ca_cert)
+    if client_cert:
+        configuration.cert_file = os.path.expanduser(client_cert)
+    if client_key:
+        configuration.key_file = os.path.expanduser(client_key)
+    configuration.retries = 0
+    return configuration
+
+
+def _message(e: Any) -> str:
+    try:
+        return json.loads(e.body)["message"]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return str(getattr(e, "reason", "") or e)
+
+
+class KubernetesStore(Store):
+    backend = "kubernetes"
+
+    def __init__(self, kubeconfig: str | dict | None = None, context: str | None = None, host: str | None = None,
+                 api_key: str | None = None, validate_certs: bool | None = None, ca_cert: str | None = None,
+                 client_cert: str | None = None, client_key: str | None = None) -> None:
+        configuration = _configuration(kubeconfig, context, host, api_key, validate_certs, ca_cert,
+                                       client_cert, client_key)
+        self.host = configuration.host
+        self._api = k8s_client.ApiClient(configuration)
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._dynamic = self._call(lambda: DynamicClient(self._api))
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _call(self, operation: Any) -> Any:
+        """Run one API call, mapping the client's exceptions to the store's."""
+        try:
+            return operation()
+        except StoreError:
+            raise
+        except (DynamicApiError, ApiException) as e:
+            raise _api_error(e) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            reason = getattr(e, "reason", None) or e
+            raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        key = (api_version, kind)
+        if key not in self._resources:
+            def find() -> Any:
+                try:
+                    return self._dynamic.resources.get(api_version=api_version, kind=kind)
+                except ResourceNotFoundError:
+                    raise UnknownKind(f"unknown kind {kind!r} in apiVersion {api_version!r}: the cluster at "
+                                      f"{self.host} does not serve it (are the CRDs installed?)") from None
+            self._resources[key] = self._call(find)
+        return self._resources[key]
+
+    @staticmethod
+    def _dry(dry_run: bool) -> dict[str, Any]:
+        return {"dry_run": "All"} if dry_run else {}
+
+    def get(self, ref: Ref) -> Object:
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._call(lambda: resource.get(name=ref.name, namespace=ref.namespace,
+                                               _request_timeout=REQUEST_TIMEOUT).to_dict())
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | Iterable[str] | None = None) -> list[Object]:
+        selector = str(sel.parse_selector(label_selector)) or None
+        resource = self._resource(api_version, kind)
+        result = self._call(lambda: resource.get(namespace=namespace, label_selector=selector,
+                                                 _request_timeout=REQUEST_TIMEOUT).to_dict())
+        items = result.get("items") or []
+        for item in items:  # list responses leave these out of each item
+            item["apiVersion"], item["kind"] = api_version, kind
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def create(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        ref = Ref.of(obj)
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._call(lambda: resource.create(body=obj, namespace=ref.namespace, query_params=list(STRICT),
+                                                  _request_timeout=REQUEST_TIMEOUT, **self._dry(dry_run)).to_dict())
+
+    def update(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        ref = Ref.of(obj)
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._call(lambda: resource.replace(body=obj, name=ref.name, namespace=ref.namespace,
+                                                   query_params=list(STRICT), _request_timeout=REQUEST_TIMEOUT,
+                                                   **self._dry(dry_run)).to_dict())
+
+    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        ref = Ref.of(obj)
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._call(lambda: resource.status.replace(body=obj, name=ref.name, namespace=ref.namespace,
+                                                          query_params=list(STRICT),
+                                                          _request_timeout=REQUEST_TIMEOUT,
+                                                          **self._dry(dry_run)).to_dict())
+
+    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._patch(resource, ref, patch, dry_run)
+
+    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        resource = self._resource(ref.api_version, ref.kind)
+        return self._patch(resource.status, ref, patch, dry_run)
+
+    def _patch(self, resource: Any, ref: Ref, patch: Object, dry_run: bool) -> Object:
+        if not isinstance(patch, dict):
+            raise BadRequest(f"a merge patch must be a mapping, not {type(patch).__name__}")
+        return self._call(lambda: resource.patch(body=patch, name=ref.name, namespace=ref.namespace,
+                                                 content_type=MERGE_PATCH, query_params=list(STRICT),
+                                                 _request_timeout=REQUEST_TIMEOUT,
+                                                 **self._dry(dry_run)).to_dict())
+
+    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
+        resource = self._resource(ref.api_version, ref.kind)
+        result = self._call(lambda: resource.delete(name=ref.name, namespace=ref.namespace,
+                                                    propagation_policy="Background",
+                                                    _request_timeout=REQUEST_TIMEOUT,
+                                                    **self._dry(dry_run)).to_dict())
+        # kube-apiserver answers with the object while finalizers hold it, else with the last state or a Status.
+        if result.get("kind") != "Status" and (result.get("metadata") or {}).get("finalizers"):
+            return result
+        return None
+
+
+def _api_error(e: Any) -> StoreError:
+    message = _message(e)
+    status = getattr(e, "status", None)
+    reason = ""
+    with contextlib.suppress(TypeError, ValueError, AttributeError):
+        reason = json.loads(e.body).get("reason", "")
+    if status == 404:
+        return NotFound(message)
+    if status == 409:
+        return AlreadyExists(message) if reason == "AlreadyExists" else Conflict(message)
+    if status == 422:
+        return Invalid(message)
+    if status == 400:
+        return BadRequest(message)
+    if status in (401, 403):
+        return Forbidden(message)
+    return Unavailable(f"the Kubernetes API answered {status}: {message}")

@@ -1,0 +1,342 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The local backend: one SQLite file, for a bastion with no cluster.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so several ansible-playbook
+processes (parallel AWX jobs on one execution node) can share the file: SQLite
+serialises the writers, and the resourceVersion check inside the transaction
+gives the same Conflict semantics as kube-apiserver.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sqlite3
+import uuid
+from contextlib import contextmanager
+from typing import Iterable, Iterator
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+    Unavailable,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.store import selector as sel
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    Object,
+    Ref,
+    fold_string_data,
+    merge_patch,
+    now,
+    owner_uids,
+    require_identity,
+)
+
+DEFAULT_PATH = "~/.local/share/metal3-baremetal/store.db"
+BUSY_TIMEOUT_SECONDS = 120.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    id INTEGER PRIMARY KEY,
+    grp TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL UNIQUE,
+    body TEXT NOT NULL,
+    UNIQUE (grp, kind, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS labels (
+    object_id INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (object_id, key)
+);
+CREATE INDEX IF NOT EXISTS labels_by_key_value ON labels (key, value);
+CREATE TABLE IF NOT EXISTS owners (
+    object_id INTEGER NOT NULL REFERENCES objects(id) ON DELETE CASCADE,
+    owner_uid TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS owners_by_uid ON owners (owner_uid);
+CREATE TABLE IF NOT EXISTS revision (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+INSERT OR IGNORE INTO revision (id, value) VALUES (1, 0);
+"""
+
+
+def resolve_path(path: str | None) -> str:
+    return os.path.abspath(os.path.expanduser(path or os.environ.get("METAL3_STORE_PATH") or DEFAULT_PATH))
+
+
+class LocalStore(Store):
+    backend = "local"
+
+    def __init__(self, path: str | None = None, busy_timeout: float = BUSY_TIMEOUT_SECONDS) -> None:
+        self.path = resolve_path(path)
+        try:
+            directory = os.path.dirname(self.path)
+            if not os.path.isdir(directory):
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            if not os.path.exists(self.path):
+                # Created 0600 before SQLite opens it: the store holds BMC credentials.
+                os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            with self._transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+        except OSError as e:
+            raise Unavailable(f"cannot open the local store {self.path}: {e.strerror or e}") from None
+        except sqlite3.Error as e:
+            raise Unavailable(f"cannot open the local store {self.path}: {e}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, dry_run: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction; rolled back on error, and always in dry-run (check mode)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise Unavailable(f"cannot write the local store {self.path}: {e}") from None
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._db.execute("ROLLBACK" if dry_run else "COMMIT")
+        except sqlite3.Error as e:
+            raise Unavailable(f"cannot write the local store {self.path}: {e}") from None
+
+    def _next_revision(self) -> str:
+        (value,) = self._db.execute("UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value").fetchone()
+        return str(value)
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def _row(self, info: KindInfo, namespace: str, name: str) -> tuple[int, Object] | None:
+        row = self._db.execute("SELECT id, body FROM objects WHERE grp=? AND kind=? AND namespace=? AND name=?",
+                               (info.group, info.kind, namespace, name)).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
+    def _load(self, info: KindInfo, ref: Ref) -> tuple[int, Object]:
+        found = self._row(info, ref.namespace, ref.name)
+        if found is None:
+            raise NotFound(f'{info.resource} "{ref.name}" not found')
+        return found
+
+    def _write(self, row_id: int | None, info: KindInfo, obj: Object) -> int:
+        metadata = obj["metadata"]
+        body = json.dumps(obj, separators=(",", ":"))
+        if row_id is None:
+            cursor = self._db.execute(
+                "INSERT INTO objects (grp, kind, namespace, name, uid, body) VALUES (?, ?, ?, ?, ?, ?)",
+                (info.group, info.kind, metadata["namespace"], metadata["name"], metadata["uid"], body))
+            row_id = int(cursor.lastrowid)
+        else:
+            self._db.execute("UPDATE objects SET body=? WHERE id=?", (body, row_id))
+            self._db.execute("DELETE FROM labels WHERE object_id=?", (row_id,))
+            self._db.execute("DELETE FROM owners WHERE object_id=?", (row_id,))
+        self._db.executemany("INSERT INTO labels (object_id, key, value) VALUES (?, ?, ?)",
+                             [(row_id, k, v) for k, v in (metadata.get("labels") or {}).items()])
+        self._db.executemany("INSERT INTO owners (object_id, owner_uid) VALUES (?, ?)",
+                             [(row_id, uid) for uid in owner_uids(obj)])
+        return row_id
+
+    def _remove(self, row_id: int, obj: Object) -> None:
+        """Remove a row, then collect its dependents, as Kubernetes' garbage collector does."""
+        self._db.execute("DELETE FROM objects WHERE id=?", (row_id,))
+        dependents = self._db.execute(
+            "SELECT objects.id, objects.body FROM owners JOIN objects ON objects.id = owners.object_id "
+            "WHERE owners.owner_uid=?", (obj["metadata"]["uid"],)).fetchall()
+        for dependent_id, body in dependents:
+            dependent = json.loads(body)
+            # A dependent is garbage only once every owner is gone.
+            owners = owner_uids(dependent)
+            alive = self._db.execute(f"SELECT 1 FROM objects WHERE uid IN ({','.join('?' * len(owners))}) LIMIT 1",
+                                     owners).fetchone()
+            if not alive:
+                self._delete_row(dependent_id, dependent)
+
+    def _delete_row(self, row_id: int, obj: Object) -> Object | None:
+        metadata = obj["metadata"]
+        if metadata.get("finalizers"):
+            if not metadata.get("deletionTimestamp"):
+                metadata["deletionTimestamp"] = now()
+                metadata["resourceVersion"] = self._next_revision()
+                self._write(row_id, lookup(obj["apiVersion"], obj["kind"]), obj)
+            return obj
+        self._remove(row_id, obj)
+        return None
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, ref: Ref) -> Object:
+        info = lookup(ref.api_version, ref.kind)
+        return self._with_version(self._load(info, ref)[1], ref.api_version)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | Iterable[str] | None = None) -> list[Object]:
+        info = lookup(api_version, kind)
+        selector = sel.parse_selector(label_selector)
+        query = "SELECT body FROM objects WHERE grp=? AND kind=?"
+        args: list[object] = [info.group, info.kind]
+        if namespace is not None:
+            query += " AND namespace=?"
+            args.append(namespace)
+        for requirement in selector.requirements:
+            clause, clause_args = _label_clause(requirement)
+            query += " AND " + clause
+            args.extend(clause_args)
+        query += " ORDER BY namespace, name"
+        objects = (json.loads(body) for (body,) in self._db.execute(query, args))
+        return [self._with_version(o, api_version) for o in objects if selector.matches(o["metadata"].get("labels"))]
+
+    @staticmethod
+    def _with_version(obj: Object, api_version: str) -> Object:
+        # One stored form per kind, served under each of its versions.
+        obj["apiVersion"] = api_version
+        return obj
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def create(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        info = lookup(obj["apiVersion"], obj["kind"])
+        obj = copy.deepcopy(obj)
+        metadata = obj["metadata"]
+        if metadata.get("resourceVersion"):
+            raise BadRequest("resourceVersion should not be set on objects to be created")
+        metadata["namespace"] = metadata.get("namespace") or "default"
+        validate(info, obj)
+        for field in ("deletionTimestamp", "generation", "uid", "creationTimestamp"):
+            metadata.pop(field, None)
+        if info.status_subresource:
+            obj.pop("status", None)
+        fold_string_data(obj)
+        with self._transaction(dry_run):
+            if self._row(info, metadata["namespace"], metadata["name"]) is not None:
+                raise AlreadyExists(f'{info.resource} "{metadata["name"]}" already exists')
+            metadata.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1,
+                            resourceVersion=self._next_revision())
+            self._write(None, info, obj)
+        return obj
+
+    def update(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        info = lookup(obj["apiVersion"], obj["kind"])
+        ref = Ref.of(obj)
+        if info.group and not (obj["metadata"].get("resourceVersion")):
+            # kube-apiserver refuses unconditional updates of custom resources.
+            raise Invalid(f'{info.qualified_kind} "{ref.name}" is invalid: metadata.resourceVersion: '
+                          "Invalid value: 0x0: must be specified for an update")
+        with self._transaction(dry_run):
+            row_id, current = self._load(info, ref)
+            return self._replace(info, row_id, current, obj, status_only=False)
+
+    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
+        require_identity(obj)
+        info = lookup(obj["apiVersion"], obj["kind"])
+        with self._transaction(dry_run):
+            row_id, current = self._load(info, Ref.of(obj))
+            return self._replace(info, row_id, current, obj, status_only=True)
+
+    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        return self._patch(ref, patch, dry_run, status_only=False)
+
+    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        return self._patch(ref, patch, dry_run, status_only=True)
+
+    def _patch(self, ref: Ref, patch: Object, dry_run: bool, status_only: bool) -> Object:
+        if not isinstance(patch, dict):
+            raise BadRequest(f"a merge patch must be a mapping, not {type(patch).__name__}")
+        info = lookup(ref.api_version, ref.kind)
+        with self._transaction(dry_run):
+            row_id, current = self._load(info, ref)
+            desired = merge_patch(current, patch)
+            if not (patch.get("metadata") or {}).get("resourceVersion"):
+                desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            desired["apiVersion"] = ref.api_version
+            return self._replace(info, row_id, current, desired, status_only)
+
+    def _replace(self, info: KindInfo, row_id: int, current: Object, desired: Object, status_only: bool) -> Object:
+        """The one write path of update, update_status, patch and patch_status."""
+        ref = Ref.of(current)
+        expected = (desired.get("metadata") or {}).get("resourceVersion")
+        if expected and str(expected) != current["metadata"]["resourceVersion"]:
+            raise Conflict(f'Operation cannot be fulfilled on {info.resource} "{ref.name}": the object has been '
+                           "modified; please apply your changes to the latest version and try again")
+        if status_only:
+            new = copy.deepcopy(current)
+            if "status" in desired:
+                new["status"] = copy.deepcopy(desired["status"])
+            else:
+                new.pop("status", None)
+        else:
+            new = copy.deepcopy(desired)
+            new["metadata"] = copy.deepcopy(desired.get("metadata") or {})
+            if info.status_subresource:
+                new.pop("status", None)
+                if "status" in current:
+                    new["status"] = copy.deepcopy(current["status"])
+        metadata = new["metadata"]
+        for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation", "namespace", "name"):
+            if field in current["metadata"]:
+                metadata[field] = current["metadata"][field]
+            else:
+                metadata.pop(field, None)
+        new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
+        validate(info, new)
+        fold_string_data(new)
+        if current["metadata"].get("deletionTimestamp"):
+            added = set(metadata.get("finalizers") or []) - set(current["metadata"].get("finalizers") or [])
+            if added:
+                raise Invalid(f'{info.qualified_kind} "{ref.name}" is invalid: metadata.finalizers: Forbidden: '
+                              f"no new finalizers can be added if the object is being deleted, found new "
+                              f"finalizers {sorted(added)}")
+        metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if new == current:
+            return current  # a no-op write leaves resourceVersion alone, as kube-apiserver does
+        if _spec_of(new) != _spec_of(current):
+            metadata["generation"] = int(current["metadata"].get("generation", 1)) + 1
+        metadata["resourceVersion"] = self._next_revision()
+        self._write(row_id, info, new)
+        if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
+            self._remove(row_id, new)
+        return new
+
+    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
+        info = lookup(ref.api_version, ref.kind)
+        with self._transaction(dry_run):
+            row_id, current = self._load(info, ref)
+            return self._delete_row(row_id, current)
+
+
+def _spec_of(obj: Object) -> Object:
+    """Everything but metadata and status: what bumps generation when it changes."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _label_clause(requirement: sel.Requirement) -> tuple[str, list[object]]:
+    """A SQL condition on the labels table that pre-selects rows for a requirement."""
+    subquery = "SELECT object_id FROM labels WHERE key=?"
+    args: list[object] = [requirement.key]
+    if requirement.operator in (sel.EQUALS, sel.IN, sel.NOT_EQUALS, sel.NOT_IN):
+        subquery += f" AND value IN ({','.join('?' * len(requirement.values))})"
+        args.extend(requirement.values)
+    negated = requirement.operator in (sel.NOT_EQUALS, sel.NOT_IN, sel.DOES_NOT_EXIST)
+    return f"id {'NOT IN' if negated else 'IN'} ({subquery})", args

@@ -1,0 +1,119 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Kubernetes object conventions shared by both store backends."""
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+
+Object = dict[str, Any]
+
+# Fields the server owns; they never make a difference between what a user
+# asked for and what is stored.
+SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                   "managedFields", "selfLink", "deletionGracePeriodSeconds")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Names one object: its apiVersion, kind, namespace and name."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = "default"
+
+    @property
+    def group(self) -> str:
+        return split_api_version(self.api_version)[0]
+
+    @classmethod
+    def of(cls, obj: Object, default_namespace: str = "default") -> Ref:
+        metadata = obj.get("metadata") or {}
+        return cls(obj.get("apiVersion", ""), obj.get("kind", ""), metadata.get("name", ""),
+                   metadata.get("namespace") or default_namespace)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    """'ipam.metal3.io/v1alpha1' → ('ipam.metal3.io', 'v1alpha1'); 'v1' → ('', 'v1')."""
+    group, _slash, version = api_version.rpartition("/")
+    return group, version
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """Apply a JSON merge patch (RFC 7386) and return the result; ``target`` is not modified."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def without_server_fields(obj: Object) -> Object:
+    """A copy of ``obj`` without the metadata the server sets, for comparing intent with state."""
+    result = copy.deepcopy(obj)
+    metadata = result.get("metadata") or {}
+    for field in SERVER_METADATA:
+        metadata.pop(field, None)
+    return result
+
+
+def owner_uids(obj: Object) -> list[str]:
+    return [ref["uid"] for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("uid")]
+
+
+def require_identity(obj: Any, where: str = "definition") -> None:
+    """Raise BadRequest unless ``obj`` is a mapping with apiVersion, kind and metadata.name."""
+    if not isinstance(obj, dict):
+        raise BadRequest(f"{where}: an object must be a mapping, not {type(obj).__name__}")
+    for field in ("apiVersion", "kind"):
+        if not obj.get(field) or not isinstance(obj[field], str):
+            raise BadRequest(f"{where}: {field} is required")
+    metadata = obj.get("metadata")
+    if metadata is None:
+        raise BadRequest(f"{where}: metadata.name is required")
+    if not isinstance(metadata, dict):
+        raise BadRequest(f"{where}: metadata must be a mapping")
+    if not metadata.get("name"):
+        raise BadRequest(f"{where}: metadata.name is required")
+
+
+def fold_string_data(obj: Object) -> None:
+    """Secret.stringData is write-only: fold it into base64 ``data``, as kube-apiserver does."""
+    if obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1" or "stringData" not in obj:
+        return
+    string_data = obj.pop("stringData") or {}
+    if string_data:
+        data = obj.get("data") or {}
+        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()})
+        obj["data"] = data
+
+
+HIDDEN = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+
+def hide_secret_data(obj: Object) -> Object:
+    """A copy of ``obj`` safe to print: a Secret's values replaced, as Ansible hides no_log values."""
+    if obj.get("kind") != "Secret" or obj.get("apiVersion") != "v1":
+        return obj
+    shown = copy.deepcopy(obj)
+    for field in ("data", "stringData"):
+        if isinstance(shown.get(field), dict):
+            shown[field] = {key: HIDDEN for key in shown[field]}
+    return shown

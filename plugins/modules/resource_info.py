@@ -1,0 +1,112 @@
+#!/usr/bin/python
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: resource_info
+short_description: Read Metal3 objects from the store
+version_added: 0.1.0
+author: Metal3 community (@metal3-io)
+description:
+  - Reads objects of one kind from the store (the local SQLite file or a Kubernetes cluster), by name or by
+    label selector.
+  - Nothing found is an empty list, not a failure.
+  - Argument names follow M(kubernetes.core.k8s_info). The values of a Secret's C(data) are never returned.
+options:
+  api_version:
+    description: apiVersion of the objects.
+    type: str
+    default: v1
+    aliases: [api, version]
+  kind:
+    description: Kind of the objects.
+    type: str
+    required: true
+  name:
+    description: Name of one object.
+    type: str
+  namespace:
+    description: Namespace to look in; all namespaces when left out and O(name) is not given.
+    type: str
+  label_selectors:
+    description:
+      - Label selectors, as C(kubectl -l) takes them (C(key=value), C(key!=value), C(key in (a,b)),
+        C(key notin (a,b)), C(key), C(!key)); all must match.
+    type: list
+    elements: str
+    default: []
+extends_documentation_fragment:
+  - metal3.baremetal.store
+  - metal3.baremetal.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads only.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Every host of rack a
+  metal3.baremetal.resource_info:
+    api_version: metal3.io/v1alpha1
+    kind: BareMetalHost
+    namespace: metal3
+    label_selectors:
+      - infrastructure.cluster.x-k8s.io/failure-domain=az-a
+  register: hosts
+
+- name: One pool from a cluster
+  metal3.baremetal.resource_info:
+    backend: kubernetes
+    api_version: ipam.metal3.io/v1alpha1
+    kind: IPPool
+    name: provisioning
+    namespace: metal3
+"""
+
+RETURN = r"""
+resources:
+  description: The objects found, sorted by namespace and name.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "node-0"}}]
+"""
+
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import find
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
+
+
+def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    namespace = params["namespace"] or ("default" if params["name"] else None)
+    with open_store(store_options(params)) as store:
+        resources = find(store, params["api_version"], params["kind"], params["name"], namespace,
+                         params["label_selectors"])
+    return {"changed": False, "resources": resources}
+
+
+SPEC = ModuleSpec(
+    argument_spec=with_store({
+        "api_version": {"type": "str", "default": "v1", "aliases": ["api", "version"]},
+        "kind": {"type": "str", "required": True},
+        "name": {"type": "str"},
+        "namespace": {"type": "str"},
+        "label_selectors": {"type": "list", "elements": "str", "default": []},
+    }),
+    run=run,
+)
+
+
+def main() -> None:
+    run_module(SPEC)
+
+
+if __name__ == "__main__":
+    main()
