@@ -7,7 +7,8 @@ set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.5}"  # the 3.6 line kube-apiserver v1.34 is tested with
-CACHE="${METAL3_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metal3-baremetal/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}}"
+BUILD_REVISION=2  # bump when the way of building changes, so cached binaries are rebuilt
+CACHE="${METAL3_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metal3-baremetal/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}-r${BUILD_REVISION}}"
 
 if [[ -x "$CACHE/kube-apiserver" && -x "$CACHE/kube-controller-manager" && -x "$CACHE/etcd" ]]; then
   echo "$CACHE"
@@ -43,9 +44,13 @@ import (
 GO
 log "resolving kube-apiserver ${KUBE_VERSION} dependencies"
 go mod tidy >&2
+# Stamp the version as Kubernetes' own build does, so /version reports it.
+minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+version_flags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1"
+version_flags+=" -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/component-base/version.gitTreeState=clean"
 for cmd in kube-apiserver kube-controller-manager; do
   log "building ${cmd} (minutes on 2 cores)"
-  go build -trimpath -ldflags="-s -w" -o "$CACHE/${cmd}.tmp" "k8s.io/kubernetes/cmd/${cmd}" >&2
+  go build -trimpath -ldflags="-s -w ${version_flags}" -o "$CACHE/${cmd}.tmp" "k8s.io/kubernetes/cmd/${cmd}" >&2
   mv "$CACHE/${cmd}.tmp" "$CACHE/${cmd}"
 done
 

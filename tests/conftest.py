@@ -1,0 +1,60 @@
+"""Fixtures shared by every test: a store on each backend, the same test run against both."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+
+pytest_plugins = ["tests.harness.pytest_kube"]
+
+REPO = Path(__file__).resolve().parent.parent
+BACKENDS = ["local", "kubernetes"]
+T = TypeVar("T")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def namespace(backend: str, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace: a new one on the cluster; 'test' in a fresh local file."""
+    if backend == "kubernetes":
+        return request.getfixturevalue("kube_namespace")
+    return "test"
+
+
+@pytest.fixture
+def store_options(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The module options that name this test's store."""
+    if backend == "kubernetes":
+        cluster = request.getfixturevalue("kube_cluster")
+        return {"backend": "kubernetes", "kubeconfig": str(cluster.kubeconfig)}
+    return {"backend": "local", "store_path": str(tmp_path / "store.db")}
+
+
+@pytest.fixture
+def store(store_options: dict[str, str]) -> Iterator[Store]:
+    if store_options["backend"] == "kubernetes":
+        opened: Store = KubernetesStore(kubeconfig=store_options["kubeconfig"])
+    else:
+        opened = LocalStore(store_options["store_path"])
+    with opened:
+        yield opened
+
+
+def eventually(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.2) -> T:
+    """Poll until ``check`` returns a truthy value; for what a cluster does asynchronously (garbage collection)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)

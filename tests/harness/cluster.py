@@ -1,0 +1,350 @@
+"""A real Kubernetes API on loopback: etcd, kube-apiserver and kube-controller-manager, started by the tests.
+
+The binaries come from hack/kube-binaries.sh (built with Go once per machine). Certificates, the
+service-account key and a static admin token are made here; kube-controller-manager runs only the garbage
+collector and namespace controllers, which is what ownerReference cascades and namespace deletion need.
+
+CLI, for people (`make cluster` / `make cluster-down`):
+    python tests/harness/cluster.py up --dir DIR     start detached, install the CRDs, print the KUBECONFIG
+    python tests/harness/cluster.py down --dir DIR   stop what `up` started
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime
+import ipaddress
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILES = sorted((REPO / "config" / "crd").glob("*.yaml")) + sorted((REPO / "tests" / "fixtures" / "crd").glob("*.yaml"))
+READY_TIMEOUT = 90.0
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+
+
+class ClusterError(Exception):
+    """The cluster could not be started or used; the message says why."""
+
+
+def binaries_dir() -> Path:
+    """Where the binaries are: METAL3_KUBE_BIN_DIR, else what hack/kube-binaries.sh builds or has cached."""
+    if os.environ.get("METAL3_KUBE_BIN_DIR"):
+        return Path(os.environ["METAL3_KUBE_BIN_DIR"])
+    built = subprocess.run(["bash", str(REPO / "hack" / "kube-binaries.sh")], capture_output=True, text=True,
+                           check=False)
+    if built.returncode != 0:
+        raise ClusterError(f"hack/kube-binaries.sh failed:\n{built.stderr[-3000:]}")
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_pki(directory: Path) -> None:
+    """A CA, a serving certificate for 127.0.0.1, and the service-account signing key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    def key() -> Any:
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def pem_key(k: Any) -> bytes:
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                               serialization.NoEncryption())
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "metal3-test-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    server_key = key()
+    server = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+              .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=30))
+              .add_extension(x509.SubjectAlternativeName([
+                  x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
+                  x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+              ]), critical=False)
+              .sign(ca_key, hashes.SHA256()))
+    (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.key").write_bytes(pem_key(server_key))
+    (directory / "sa.key").write_bytes(pem_key(key()))
+
+
+class KubeCluster:
+    """etcd + kube-apiserver (+ kube-controller-manager) in ``workdir``; ``start()``, ``stop()``."""
+
+    def __init__(self, workdir: Path, bin_dir: Path | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.bin_dir = bin_dir
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.port = 0
+        self.token = ""
+
+    # -- paths -------------------------------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.workdir / "ca.crt"
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> KubeCluster:
+        bin_dir = self.bin_dir or binaries_dir()
+        for component in ("etcd", "kube-apiserver"):
+            if not (bin_dir / component).exists():
+                raise ClusterError(f"{component} is missing from {bin_dir}: run `make kube-binaries`")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _write_pki(self.workdir)
+        self.token = secrets.token_hex(16)
+        (self.workdir / "tokens.csv").write_text(f'{self.token},admin,{uuid.uuid4()},"system:masters"\n')
+        etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        atexit.register(self.stop)
+        self._spawn("etcd", [
+            str(bin_dir / "etcd"), "--data-dir", str(self.workdir / "etcd"), "--name", "metal3-test",
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"metal3-test=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])
+        self._spawn("kube-apiserver", [
+            str(bin_dir / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            f"--secure-port={self.port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={self.workdir / 'server.crt'}", f"--tls-private-key-file={self.workdir / 'server.key'}",
+            f"--client-ca-file={self.ca_cert}", f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            f"--service-account-key-file={self.workdir / 'sa.key'}",
+            f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.0.0.0/24",
+            "--authorization-mode=RBAC", "--enable-priority-and-fairness=false", "--allow-privileged=false",
+            f"--cert-dir={self.workdir / 'certs'}", "--v=1",
+        ])
+        self._write_kubeconfig()
+        self._wait_ready()
+        controller_manager = bin_dir / "kube-controller-manager"
+        if controller_manager.exists():
+            self._spawn("kube-controller-manager", [
+                str(controller_manager), f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
+                "--controllers=garbagecollector,namespace", "--leader-elect=false", "--secure-port=0",
+                "--use-service-account-credentials=false", "--v=1",
+            ])
+        (self.workdir / "pids").write_text("".join(f"{p.pid}\n" for p in self.processes.values()))
+        return self
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.workdir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def _wait_ready(self) -> None:
+        import requests
+
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise ClusterError(f"{name} exited with {process.returncode}:\n{self._log_tail(name)}")
+            try:
+                answer = requests.get(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.token}"},
+                                      verify=str(self.ca_cert), timeout=2)
+                if answer.status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.25)
+        raise ClusterError(f"kube-apiserver not ready after {READY_TIMEOUT:.0f}s:\n{self._log_tail('kube-apiserver')}")
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "metal3-test",
+            "clusters": [{"name": "metal3-test", "cluster": {"server": self.server,
+                                                              "certificate-authority": str(self.ca_cert)}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "metal3-test", "context": {"cluster": "metal3-test", "user": "admin"}}],
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    def stop(self) -> None:
+        for process in reversed(list(self.processes.values())):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()
+
+    def __enter__(self) -> KubeCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- use ---------------------------------------------------------------------------------------
+
+    def api_client(self) -> Any:
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.server
+        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        configuration.ssl_ca_cert = str(self.ca_cert)
+        return client.ApiClient(configuration)
+
+    def install_crds(self, paths: list[Path] | None = None, timeout: float = 60.0) -> list[str]:
+        """Create (or replace) every CRD in ``paths``; wait until each is Established and served."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        api = self.api_client()
+        extensions = client.ApiextensionsV1Api(api)
+        names = []
+        crds = [doc for path in (CRD_FILES if paths is None else paths)
+                for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            names.append(name)
+            try:
+                extensions.create_custom_resource_definition(crd)
+            except ApiException as e:
+                if e.status != 409:
+                    raise ClusterError(f"CRD {name} refused: {e.body}") from None
+                crd["metadata"]["resourceVersion"] = \
+                    extensions.read_custom_resource_definition(name).metadata.resource_version
+                extensions.replace_custom_resource_definition(name, crd)
+        deadline = time.monotonic() + timeout
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            while True:
+                status = extensions.read_custom_resource_definition(name).status
+                if any(c.type == "Established" and c.status == "True" for c in status.conditions or []):
+                    break
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"CRD {name} not Established after {timeout:.0f}s")
+                time.sleep(0.1)
+        dynamic = DynamicClient(api)
+        for crd in crds:
+            spec = crd["spec"]
+            for version in spec["versions"]:
+                while True:
+                    try:
+                        dynamic.resources.get(api_version=f"{spec['group']}/{version['name']}",
+                                              kind=spec["names"]["kind"])
+                        break
+                    except ResourceNotFoundError:
+                        if time.monotonic() > deadline:
+                            raise ClusterError(f"{spec['names']['kind']} not served after {timeout:.0f}s") from None
+                        dynamic.resources.invalidate_cache()
+                        time.sleep(0.2)
+        return names
+
+    def new_namespace(self, prefix: str = "test") -> str:
+        from kubernetes import client
+
+        name = f"{prefix[:40]}-{secrets.token_hex(4)}".lower()
+        client.CoreV1Api(self.api_client()).create_namespace({"metadata": {"name": name}})
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        from kubernetes import client
+
+        client.CoreV1Api(self.api_client()).delete_namespace(name)
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+def _up(directory: Path) -> int:
+    if (directory / "pids").exists() and _running(directory):
+        print(f"a cluster already runs from {directory}; `make cluster-down` first", file=sys.stderr)
+        return 1
+    cluster = KubeCluster(directory)
+    cluster.start()
+    atexit.unregister(cluster.stop)  # detached: it outlives this command
+    installed = cluster.install_crds()
+    print(f"kube-apiserver {cluster.server} ready; {len(installed)} CRDs installed")
+    print(f"export KUBECONFIG={cluster.kubeconfig.resolve()}")
+    return 0
+
+
+def _running(directory: Path) -> list[int]:
+    pids = []
+    for line in (directory / "pids").read_text().split():
+        try:
+            os.kill(int(line), 0)
+            pids.append(int(line))
+        except (ProcessLookupError, ValueError):
+            pass
+    return pids
+
+
+def _down(directory: Path) -> int:
+    if not (directory / "pids").exists():
+        print("no cluster runs from", directory)
+        return 0
+    pids = _running(directory)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while _running(directory) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in _running(directory):
+        os.kill(pid, signal.SIGKILL)
+    (directory / "pids").unlink()
+    print(f"stopped {len(pids)} processes")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--dir", type=Path, default=REPO / "build" / "cluster")
+    args = parser.parse_args(argv)
+    try:
+        return _up(args.dir) if args.command == "up" else _down(args.dir)
+    except ClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

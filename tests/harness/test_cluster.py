@@ -1,0 +1,41 @@
+"""The harness itself: a real kube-apiserver answers, namespaces are fresh, the collection's CRDs are
+served, and the garbage collector deletes dependents (which the store's cascade relies on)."""
+from __future__ import annotations
+
+import yaml
+from kubernetes import client
+
+from tests.conftest import eventually
+from tests.harness.cluster import CRD_FILES
+
+
+def test_the_api_answers_with_the_built_version(kube_cluster):
+    version = client.VersionApi(kube_cluster.api_client()).get_code()
+    assert version.git_version.startswith("v1.34.")
+
+
+def test_each_test_gets_a_fresh_namespace(kube_cluster, kube_namespace):
+    core = client.CoreV1Api(kube_cluster.api_client())
+    assert core.list_namespaced_config_map(kube_namespace).items == [] or all(
+        cm.metadata.name == "kube-root-ca.crt" for cm in core.list_namespaced_config_map(kube_namespace).items)
+
+
+def test_every_crd_of_the_collection_is_installed_and_served(kube_cluster):
+    assert CRD_FILES, "config/crd holds no CRD"
+    extensions = client.ApiextensionsV1Api(kube_cluster.api_client())
+    installed = {crd.metadata.name for crd in extensions.list_custom_resource_definition().items}
+    wanted = {doc["metadata"]["name"] for path in CRD_FILES for doc in yaml.safe_load_all(path.read_text()) if doc}
+    assert wanted <= installed
+
+
+def test_the_garbage_collector_deletes_dependents(kube_cluster, kube_namespace):
+    core = client.CoreV1Api(kube_cluster.api_client())
+    owner = core.create_namespaced_config_map(kube_namespace, {"metadata": {"name": "owner"}})
+    core.create_namespaced_config_map(kube_namespace, {"metadata": {"name": "dependent", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}]}})
+    core.delete_namespaced_config_map("owner", kube_namespace)
+
+    def gone() -> bool:
+        return "dependent" not in {cm.metadata.name for cm in core.list_namespaced_config_map(kube_namespace).items}
+
+    assert eventually(gone, timeout=60)
