@@ -32,7 +32,7 @@ def render() -> str:
     crds = []
     for path in sorted((ROOT / "config" / "crd").glob("*.yaml")):
         crds.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
-    body = json.dumps(crds, indent=None, sort_keys=True, separators=(",", ":"))
+    body = json.dumps(crds, indent=1, sort_keys=True)
     return HEADER + body + "\n''')\n"
 
 

@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILES = sorted((REPO / "config" / "crd").glob("*.yaml")) + sorted((REPO / "tests" / "fixtures" / "crd").glob("*.yaml"))
+CRD_FILES = [*sorted((REPO / "config" / "crd").glob("*.yaml")),
+             *sorted((REPO / "tests" / "fixtures" / "crd").glob("*.yaml"))]
 READY_TIMEOUT = 90.0
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
 
 
 class ClusterError(Exception):
@@ -68,7 +68,7 @@ def _write_pki(directory: Path) -> None:
         return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                                serialization.NoEncryption())
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "metal3-test-ca")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
@@ -192,8 +192,8 @@ class KubeCluster:
     def _write_kubeconfig(self) -> None:
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "metal3-test",
-            "clusters": [{"name": "metal3-test", "cluster": {"server": self.server,
-                                                              "certificate-authority": str(self.ca_cert)}}],
+            "clusters": [{"name": "metal3-test",
+                          "cluster": {"server": self.server, "certificate-authority": str(self.ca_cert)}}],
             "users": [{"name": "admin", "user": {"token": self.token}}],
             "contexts": [{"name": "metal3-test", "context": {"cluster": "metal3-test", "user": "admin"}}],
         }

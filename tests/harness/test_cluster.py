@@ -39,3 +39,24 @@ def test_the_garbage_collector_deletes_dependents(kube_cluster, kube_namespace):
         return "dependent" not in {cm.metadata.name for cm in core.list_namespaced_config_map(kube_namespace).items}
 
     assert eventually(gone, timeout=60)
+
+
+def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
+    import subprocess
+    import sys
+
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+    from tests.harness.cluster import REPO
+
+    script = [sys.executable, str(REPO / "tests" / "harness" / "cluster.py")]
+    up = subprocess.run([*script, "up", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    try:
+        assert up.returncode == 0, up.stderr
+        last = up.stdout.strip().splitlines()[-1]
+        assert last == f"export KUBECONFIG={tmp_path / 'kubeconfig'}"
+        with KubernetesStore(kubeconfig=str(tmp_path / "kubeconfig")) as store:
+            assert store.list("ipam.metal3.io/v1alpha1", "IPPool", "default") == []
+    finally:
+        down = subprocess.run([*script, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stderr
+    assert "stopped 3 processes" in down.stdout

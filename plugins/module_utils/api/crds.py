@@ -7,5 +7,477 @@ from __future__ import annotations
 import json
 
 CRDS = json.loads(r'''
-[{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"ippools.ipam.metal3.io"},"spec":{"group":"ipam.metal3.io","names":{"categories":["metal3"],"kind":"IPPool","listKind":"IPPoolList","plural":"ippools","shortNames":["ipp","m3ipp"],"singular":"ippool"},"scope":"Namespaced","versions":[{"additionalPrinterColumns":[{"jsonPath":".spec.clusterName","name":"Cluster","type":"string"},{"jsonPath":".spec.namePrefix","name":"Prefix","type":"string"},{"jsonPath":".spec.allocationStrategy","name":"Strategy","type":"string"},{"jsonPath":".metadata.creationTimestamp","name":"Age","type":"date"}],"name":"v1alpha1","schema":{"openAPIV3Schema":{"description":"IPPool is a set of address ranges that IPClaims and IPAddressClaims are allocated from.","properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},"spec":{"properties":{"allocationStrategy":{"description":"How a free address is chosen; immutable.","enum":["sequential","random"],"type":"string"},"clusterName":{"description":"The Cluster the pool belongs to (pause and ownership).","type":"string"},"dnsServers":{"items":{"type":"string"},"type":"array"},"gateway":{"type":"string"},"namePrefix":{"description":"Prefix of the IPAddress names; immutable.","minLength":1,"type":"string"},"pools":{"description":"Address ranges, by start/end or by subnet; an entry's prefix, gateway and dnsServers override the pool's.","items":{"properties":{"dnsServers":{"items":{"type":"string"},"type":"array"},"end":{"type":"string"},"gateway":{"type":"string"},"prefix":{"maximum":128,"minimum":0,"type":"integer"},"start":{"type":"string"},"subnet":{"type":"string"}},"type":"object"},"type":"array"},"preAllocations":{"additionalProperties":{"type":"string"},"description":"Claim name to the address reserved for it.","type":"object"},"prefix":{"maximum":128,"minimum":0,"type":"integer"}},"required":["namePrefix"],"type":"object"},"status":{"properties":{"allocations":{"additionalProperties":{"type":"string"},"description":"Claim name to its allocated address.","type":"object"},"indexes":{"additionalProperties":{"type":"string"},"description":"Upstream's JSON name of the allocations map, accepted for compatibility.","type":"object"},"lastUpdated":{"format":"date-time","type":"string"}},"type":"object"}},"type":"object"}},"served":true,"storage":true,"subresources":{"status":{}}}]}},{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"ipclaims.ipam.metal3.io"},"spec":{"group":"ipam.metal3.io","names":{"categories":["metal3"],"kind":"IPClaim","listKind":"IPClaimList","plural":"ipclaims","shortNames":["ipc","m3ipc"],"singular":"ipclaim"},"scope":"Namespaced","versions":[{"additionalPrinterColumns":[{"jsonPath":".spec.pool.name","name":"Pool","type":"string"},{"jsonPath":".status.address.name","name":"Address","type":"string"},{"jsonPath":".status.errorMessage","name":"Error","type":"string"},{"jsonPath":".metadata.creationTimestamp","name":"Age","type":"date"}],"name":"v1alpha1","schema":{"openAPIV3Schema":{"description":"IPClaim asks a pool for one address; the ipAddress annotation asks for a given one.","properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},"spec":{"properties":{"pool":{"properties":{"apiVersion":{"type":"string"},"fieldPath":{"type":"string"},"kind":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resourceVersion":{"type":"string"},"uid":{"type":"string"}},"type":"object"}},"required":["pool"],"type":"object"},"status":{"properties":{"address":{"properties":{"apiVersion":{"type":"string"},"fieldPath":{"type":"string"},"kind":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resourceVersion":{"type":"string"},"uid":{"type":"string"}},"type":"object"},"errorMessage":{"type":"string"}},"type":"object"}},"type":"object"}},"served":true,"storage":true,"subresources":{"status":{}}}]}},{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"ipaddresses.ipam.metal3.io"},"spec":{"group":"ipam.metal3.io","names":{"categories":["metal3"],"kind":"IPAddress","listKind":"IPAddressList","plural":"ipaddresses","shortNames":["ipa","m3ipa"],"singular":"ipaddress"},"scope":"Namespaced","versions":[{"additionalPrinterColumns":[{"jsonPath":".spec.address","name":"Address","type":"string"},{"jsonPath":".spec.pool.name","name":"Pool","type":"string"},{"jsonPath":".spec.claim.name","name":"Claim","type":"string"},{"jsonPath":".metadata.creationTimestamp","name":"Age","type":"date"}],"name":"v1alpha1","schema":{"openAPIV3Schema":{"description":"IPAddress is one allocated address, named after it so that two allocators cannot both take it.","properties":{"apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},"spec":{"properties":{"address":{"type":"string"},"claim":{"properties":{"apiVersion":{"type":"string"},"fieldPath":{"type":"string"},"kind":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resourceVersion":{"type":"string"},"uid":{"type":"string"}},"type":"object"},"dnsServers":{"items":{"type":"string"},"type":"array"},"gateway":{"type":"string"},"pool":{"properties":{"apiVersion":{"type":"string"},"fieldPath":{"type":"string"},"kind":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resourceVersion":{"type":"string"},"uid":{"type":"string"}},"type":"object"},"prefix":{"maximum":128,"minimum":0,"type":"integer"}},"required":["address","pool","claim"],"type":"object"},"status":{"properties":{},"type":"object"}},"type":"object"}},"served":true,"storage":true,"subresources":{"status":{}}}]}}]
+[
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "ippools.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPPool",
+    "listKind": "IPPoolList",
+    "plural": "ippools",
+    "shortNames": [
+     "ipp",
+     "m3ipp"
+    ],
+    "singular": "ippool"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.clusterName",
+       "name": "Cluster",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.namePrefix",
+       "name": "Prefix",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.allocationStrategy",
+       "name": "Strategy",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "description": "IPPool is a set of address ranges that IPClaims and IPAddressClaims are allocated from.",
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "allocationStrategy": {
+           "description": "How a free address is chosen; immutable.",
+           "enum": [
+            "sequential",
+            "random"
+           ],
+           "type": "string"
+          },
+          "clusterName": {
+           "description": "The Cluster the pool belongs to (pause and ownership).",
+           "type": "string"
+          },
+          "dnsServers": {
+           "items": {
+            "type": "string"
+           },
+           "type": "array"
+          },
+          "gateway": {
+           "type": "string"
+          },
+          "namePrefix": {
+           "description": "Prefix of the IPAddress names; immutable.",
+           "minLength": 1,
+           "type": "string"
+          },
+          "pools": {
+           "description": "Address ranges, by start/end or by subnet; an entry's prefix, gateway and dnsServers override the pool's.",
+           "items": {
+            "properties": {
+             "dnsServers": {
+              "items": {
+               "type": "string"
+              },
+              "type": "array"
+             },
+             "end": {
+              "type": "string"
+             },
+             "gateway": {
+              "type": "string"
+             },
+             "prefix": {
+              "maximum": 128,
+              "minimum": 0,
+              "type": "integer"
+             },
+             "start": {
+              "type": "string"
+             },
+             "subnet": {
+              "type": "string"
+             }
+            },
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "preAllocations": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "description": "Claim name to the address reserved for it.",
+           "type": "object"
+          },
+          "prefix": {
+           "maximum": 128,
+           "minimum": 0,
+           "type": "integer"
+          }
+         },
+         "required": [
+          "namePrefix"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "allocations": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "description": "Claim name to its allocated address.",
+           "type": "object"
+          },
+          "indexes": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "description": "Upstream's JSON name of the allocations map, accepted for compatibility.",
+           "type": "object"
+          },
+          "lastUpdated": {
+           "format": "date-time",
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "ipclaims.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPClaim",
+    "listKind": "IPClaimList",
+    "plural": "ipclaims",
+    "shortNames": [
+     "ipc",
+     "m3ipc"
+    ],
+    "singular": "ipclaim"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.pool.name",
+       "name": "Pool",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.address.name",
+       "name": "Address",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.errorMessage",
+       "name": "Error",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "description": "IPClaim asks a pool for one address; the ipAddress annotation asks for a given one.",
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "pool": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "pool"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "address": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "errorMessage": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "ipaddresses.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPAddress",
+    "listKind": "IPAddressList",
+    "plural": "ipaddresses",
+    "shortNames": [
+     "ipa",
+     "m3ipa"
+    ],
+    "singular": "ipaddress"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.address",
+       "name": "Address",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.pool.name",
+       "name": "Pool",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.claim.name",
+       "name": "Claim",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "description": "IPAddress is one allocated address, named after it so that two allocators cannot both take it.",
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "address": {
+           "type": "string"
+          },
+          "claim": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "dnsServers": {
+           "items": {
+            "type": "string"
+           },
+           "type": "array"
+          },
+          "gateway": {
+           "type": "string"
+          },
+          "pool": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "prefix": {
+           "maximum": 128,
+           "minimum": 0,
+           "type": "integer"
+          }
+         },
+         "required": [
+          "address",
+          "pool",
+          "claim"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {},
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ }
+]
 ''')

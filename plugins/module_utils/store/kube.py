@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from typing import Any, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
@@ -45,6 +46,7 @@ except ImportError as e:  # pragma: no cover - reported by the modules through m
 
 # Connect and read timeouts (seconds): a cluster that does not answer fails fast and clearly.
 REQUEST_TIMEOUT = (10, 60)
+TOO_MANY_REQUESTS_RETRIES = 10
 STRICT = [("fieldValidation", "Strict")]
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -108,16 +110,26 @@ class KubernetesStore(Store):
         self._api.close()
 
     def _call(self, operation: Any) -> Any:
-        """Run one API call, mapping the client's exceptions to the store's."""
-        try:
-            return operation()
-        except StoreError:
-            raise
-        except (DynamicApiError, ApiException) as e:
-            raise _api_error(e) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
+        """Run one API call, mapping the client's exceptions to the store's.
+
+        429 (throttled, or storage of a new CRD still initialising) is retried after the delay the server
+        asks for, as client-go does.
+        """
+        attempt = 0
+        while True:
+            try:
+                return operation()
+            except StoreError:
+                raise
+            except (DynamicApiError, ApiException) as e:
+                if getattr(e, "status", None) == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
+                    attempt += 1
+                    time.sleep(_retry_after(e))
+                    continue
+                raise _api_error(e) from None
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                reason = getattr(e, "reason", None) or e
+                raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
 
     def _resource(self, api_version: str, kind: str) -> Any:
         key = (api_version, kind)
@@ -201,6 +213,14 @@ class KubernetesStore(Store):
         if result.get("kind") != "Status" and (result.get("metadata") or {}).get("finalizers"):
             return result
         return None
+
+
+def _retry_after(e: Any) -> float:
+    headers = getattr(e, "headers", None) or {}
+    try:
+        return min(float(headers.get("Retry-After", 1)), 5.0)
+    except (TypeError, ValueError):
+        return 1.0
 
 
 def _api_error(e: Any) -> StoreError:
