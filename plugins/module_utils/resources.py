@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterable
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
@@ -110,10 +111,12 @@ def ensure_present(store: Store, obj: Object, dry_run: bool = False) -> dict[str
     try:
         existing = store.get(ref)
     except NotFound:
+        admit(store, desired, None)
         return _outcome(store.create(desired, dry_run=dry_run), "create", True, None)
     merged = merge_patch(existing, desired)
     if without_server_fields(merged) == without_server_fields(existing) and not _stale(desired, existing):
         return _outcome(existing, "none", False, existing)
+    admit(store, merged, existing)
     result = store.patch(ref, desired, dry_run=dry_run)
     changed = result["metadata"].get("resourceVersion") != existing["metadata"].get("resourceVersion") or dry_run
     return _outcome(result, "update" if changed else "none", changed, existing)

@@ -155,6 +155,10 @@ CRDS = json.loads(r'''
            "description": "Claim name to its allocated address.",
            "type": "object"
           },
+          "inUse": {
+           "description": "The allocator's index of the offsets in use (a compressed bitmap); a hint, rebuilt from the IPAddresses whenever the pool is reconciled.",
+           "type": "string"
+          },
           "indexes": {
            "additionalProperties": {
             "type": "string"
@@ -243,6 +247,7 @@ CRDS = json.loads(r'''
          "type": "object"
         },
         "spec": {
+         "description": "The pool to allocate from; when left out, the claim's labels choose it (cluster.x-k8s.io/ip-pool-name, ip-pool-namespace, ip-pool-group, network-name, or the pool labelled ippool.cluster.x-k8s.io/is-default).",
          "properties": {
           "pool": {
            "properties": {
@@ -271,9 +276,6 @@ CRDS = json.loads(r'''
            "type": "object"
           }
          },
-         "required": [
-          "pool"
-         ],
          "type": "object"
         },
         "status": {

@@ -1,0 +1,531 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""IP allocation as level-based reconcile functions, for IPClaim and Cluster API IPAddressClaim.
+
+Each call reads the claim and the world, takes the next steps and says whether
+to come back; the ip_claim module, the ipam role and the operator all call it.
+The store is the only lock: an address is taken by creating the IPAddress named
+after it (``<namePrefix>-<address>``), so two allocators racing for one address
+collide on AlreadyExists and the loser moves on to the next free one.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import ipaddress
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now
+
+IPAM_API = "ipam.metal3.io/v1alpha1"
+CAPI_IPAM_API = "ipam.cluster.x-k8s.io/v1beta1"
+POOL_FINALIZER = "ippool.ipam.metal3.io"
+CLAIM_FINALIZER = "ipclaim.ipam.metal3.io"
+ADDRESS_FINALIZER = "ipaddress.ipam.metal3.io"
+CAPI_CLAIM_FINALIZER = "ipam.metal3.io/ipaddressclaim"
+CAPI_ADDRESS_FINALIZER = "ipam.metal3.io/ipaddress"
+REQUESTED_ADDRESS_ANNOTATION = "ipAddress"
+POOL_LABEL = "ipam.metal3.io/pool-name"
+CLAIM_LABEL = "ipam.metal3.io/claim-name"
+
+# Labels that choose a pool, as the ELF static-IP provider reads them from a requester.
+POOL_NAME_LABEL = "cluster.x-k8s.io/ip-pool-name"
+POOL_NAMESPACE_LABEL = "cluster.x-k8s.io/ip-pool-namespace"
+POOL_GROUP_LABEL = "cluster.x-k8s.io/ip-pool-group"
+NETWORK_NAME_LABEL = "cluster.x-k8s.io/network-name"
+DEFAULT_POOL_LABEL = "ippool.cluster.x-k8s.io/is-default"
+DEFAULT_POOL_NAMESPACE = "default"
+
+# Upstream's error strings, written to the claim's status.
+EXHAUSTED = "Exhausted IP Pools"
+PRE_ALLOCATED_OUT_OF_BOUNDS = "Pre-allocated IP out of bounds"
+REQUESTED_NOT_AVAILABLE = "Requested IP not available"
+INVALID_ANNOTATION = "Invalid ipAddress annotation"
+CONFLICTING_REQUEST = "PreAllocation and requested ip address are conflicting"
+
+
+@dataclass
+class Allocation:
+    """What a reconcile of a claim came to: the address, or why there is none yet."""
+
+    claim: Object | None
+    address: Object | None = None
+    error: str | None = None
+    waiting: str | None = None
+    released: bool = False
+    changed: bool = False
+
+    @property
+    def requeue(self) -> bool:
+        return self.waiting is not None
+
+    def summary(self) -> dict[str, Any]:
+        spec = (self.address or {}).get("spec") or {}
+        return {"address": spec.get("address"), "prefix": spec.get("prefix"), "gateway": spec.get("gateway"),
+                "dns_servers": spec.get("dnsServers") or []}
+
+
+@dataclass
+class _Claim:
+    """What allocation needs of either claim kind."""
+
+    obj: Object
+    kind: str
+    finalizer: str
+    pool: Ref | None
+    requested: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.obj["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.obj["metadata"]["namespace"]
+
+    @property
+    def ref(self) -> Ref:
+        return Ref.of(self.obj)
+
+
+def _retry_on_conflict(write: Callable[[], Object], attempts: int = 50) -> Object:
+    """Run a read-modify-write until it lands; the store's resourceVersion check makes it safe."""
+    for _attempt in range(attempts - 1):
+        try:
+            return write()
+        except Conflict:
+            continue
+    return write()
+
+
+def _ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool) -> Object:
+    def write() -> Object:
+        obj = store.get(ref)
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer in finalizers or obj["metadata"].get("deletionTimestamp"):
+            return obj
+        obj["metadata"]["finalizers"] = [*finalizers, finalizer]
+        return store.update(obj, dry_run=dry_run)
+
+    return _retry_on_conflict(write)
+
+
+def _remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool) -> None:
+    def write() -> Object:
+        try:
+            obj = store.get(ref)
+        except NotFound:
+            return {}
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return obj
+        obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
+        return store.update(obj, dry_run=dry_run) or {}
+
+    _retry_on_conflict(write)
+
+
+def _mark(store: Store, pool_ref: Ref, change: Callable[[Pool, InUse], None], dry_run: bool) -> None:
+    """Record offsets in (or out of) the pool's in-use index, against concurrent writers."""
+    def write() -> Object:
+        pool_obj = store.get(pool_ref)
+        status = pool_obj.get("status") or {}
+        in_use = InUse(status.get("inUse"))
+        change(parse_pool(pool_obj), in_use)
+        encoded = in_use.encode()
+        if encoded == status.get("inUse"):
+            return pool_obj
+        pool_obj["status"] = {**status, "inUse": encoded, "lastUpdated": now()}
+        return store.update_status(pool_obj, dry_run=dry_run)
+
+    _retry_on_conflict(write)
+
+
+def label_value(name: str) -> str:
+    """An object name as a label value: names may be 253 characters long, label values only 63."""
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"{name[:50].rstrip('-.')}-{digest}"
+
+
+# -- pool selection -----------------------------------------------------------------------------
+
+def select_pool(store: Store, namespace: str, labels: dict[str, str]) -> Ref | None:
+    """The pool a requester's labels name, the way the ELF static-IP provider chooses it."""
+    if labels.get(POOL_NAME_LABEL):
+        name = labels[POOL_NAME_LABEL]
+        for pool_namespace in dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]):
+            ref = Ref(IPAM_API, "IPPool", name, pool_namespace)
+            try:
+                store.get(ref)
+                return ref
+            except NotFound:
+                continue
+        return None
+    wanted = {k: labels[k] for k in (POOL_GROUP_LABEL, NETWORK_NAME_LABEL) if labels.get(k)}
+    if not wanted:
+        wanted = {DEFAULT_POOL_LABEL: "true"}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(wanted.items()))
+    for pool_namespace in dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]):
+        pools = store.list(IPAM_API, "IPPool", pool_namespace, selector)
+        if pools:
+            return Ref.of(pools[0])
+    return None
+
+
+def _describe_selection(labels: dict[str, str]) -> str:
+    chosen = {k: v for k, v in labels.items() if k in (POOL_NAME_LABEL, POOL_NAMESPACE_LABEL, POOL_GROUP_LABEL,
+                                                         NETWORK_NAME_LABEL)}
+    if not chosen:
+        return f"no IPPool labelled {DEFAULT_POOL_LABEL}=true"
+    return "no IPPool matches " + ", ".join(f"{k}={v}" for k, v in sorted(chosen.items()))
+
+
+# -- allocation -----------------------------------------------------------------------------------
+
+def _owned_address(store: Store, claim: _Claim, pool_namespace: str) -> Object | None:
+    """The IPAddress this claim already holds: what makes a second reconcile return the same address."""
+    for address in store.list(IPAM_API, "IPAddress", pool_namespace, f"{CLAIM_LABEL}={label_value(claim.name)}"):
+        owner = address["spec"].get("claim") or {}
+        if owner.get("name") == claim.name and owner.get("kind", claim.kind) == claim.kind \
+                and (owner.get("namespace") or pool_namespace) == claim.namespace:
+            return address
+    return None
+
+
+def _address_object(pool_obj: Object, pool: Pool, claim: _Claim, address: str) -> Object:
+    entry = pool.entry_of(address)
+    metadata: dict[str, Any] = {
+        "name": pool.address_name(address),
+        "namespace": pool_obj["metadata"]["namespace"],
+        "labels": {**claim.labels, POOL_LABEL: label_value(pool.name), CLAIM_LABEL: label_value(claim.name)},
+        "finalizers": [ADDRESS_FINALIZER],
+        "ownerReferences": [{"apiVersion": IPAM_API, "kind": "IPPool", "name": pool.name,
+                             "uid": pool_obj["metadata"]["uid"]}],
+    }
+    if claim.namespace == pool_obj["metadata"]["namespace"] and claim.obj["metadata"].get("uid"):
+        metadata["ownerReferences"].append({"apiVersion": claim.obj["apiVersion"], "kind": claim.kind,
+                                            "name": claim.name, "uid": claim.obj["metadata"]["uid"]})
+    spec: dict[str, Any] = {
+        "address": address,
+        "pool": {"apiVersion": IPAM_API, "kind": "IPPool", "name": pool.name,
+                 "namespace": pool_obj["metadata"]["namespace"]},
+        "claim": {"apiVersion": claim.obj["apiVersion"], "kind": claim.kind, "name": claim.name,
+                  "namespace": claim.namespace},
+        "prefix": entry.prefix if entry else None,
+    }
+    if entry and entry.gateway:
+        spec["gateway"] = entry.gateway
+    if entry and entry.dns_servers:
+        spec["dnsServers"] = list(entry.dns_servers)
+    spec = {k: v for k, v in spec.items() if v is not None}
+    return {"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": metadata, "spec": spec}
+
+
+def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: str,
+          dry_run: bool) -> Object | None:
+    """Create the IPAddress named after ``address``; None when another claim holds it."""
+    try:
+        return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
+    except AlreadyExists:
+        existing = store.get(Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"]))
+        owner = existing["spec"].get("claim") or {}
+        return existing if owner.get("name") == claim.name and owner.get("kind") == claim.kind else None
+
+
+def _choose(store: Store, pool_obj: Object, pool: Pool, claim: _Claim,
+            dry_run: bool) -> tuple[Object | None, str | None]:
+    """Take an address for the claim: the one it asks for, or the next free one. (address, error)."""
+    reserved = pool.pre_allocations.get(claim.name)
+    requested = claim.requested
+    if reserved and requested and ipaddress.ip_address(reserved) != ipaddress.ip_address(requested):
+        return None, CONFLICTING_REQUEST
+    wanted = reserved or requested
+    if wanted:
+        if pool.entry_of(wanted) is None:
+            return None, PRE_ALLOCATED_OUT_OF_BOUNDS if reserved else REQUESTED_NOT_AVAILABLE
+        if requested and not reserved and wanted in pool.pre_allocations.values():
+            return None, REQUESTED_NOT_AVAILABLE
+        address = _take(store, pool_obj, pool, claim, str(ipaddress.ip_address(wanted)), dry_run)
+        return (address, None) if address else (None, REQUESTED_NOT_AVAILABLE)
+
+    in_use = InUse((pool_obj.get("status") or {}).get("inUse"))
+    reserved_offsets = set(pool.reserved_offsets())
+    size = pool.size
+    start = random.randrange(size) if pool.strategy == "random" and size else 0
+    refreshed = False
+    while True:
+        offset = in_use.first_free(size, start, reserved_offsets)
+        if offset is None:
+            if refreshed:
+                return None, EXHAUSTED
+            # The index may hold addresses released behind its back: rebuild it from the IPAddresses once.
+            in_use = _in_use_from_addresses(store, pool_obj, pool)
+            refreshed = True
+            continue
+        address, _entry = pool.address_at(offset)
+        taken = _take(store, pool_obj, pool, claim, str(address), dry_run)
+        if taken:
+            return taken, None
+        in_use.add(offset)  # lost the race for this one: the next free one
+
+
+def _pool_addresses(store: Store, pool_obj: Object) -> list[Object]:
+    return store.list(IPAM_API, "IPAddress", pool_obj["metadata"]["namespace"],
+                      f"{POOL_LABEL}={label_value(pool_obj['metadata']['name'])}")
+
+
+def _in_use_from_addresses(store: Store, pool_obj: Object, pool: Pool) -> InUse:
+    offsets = (pool.offset_of(a["spec"]["address"]) for a in _pool_addresses(store, pool_obj))
+    return InUse.of(o for o in offsets if o is not None)
+
+
+def _allocate(store: Store, claim: _Claim, dry_run: bool,
+              write_status: Callable[[Object | None, str | None, str | None], Object]) -> Allocation:
+    """The shared steps of both claim kinds, up to an IPAddress held by the claim."""
+    if claim.obj["metadata"].get("deletionTimestamp"):
+        return Allocation(claim.obj)
+    if claim.pool is None:
+        waiting = _describe_selection(claim.labels)
+        return Allocation(write_status(None, None, waiting), waiting=waiting)
+    try:
+        pool_obj = store.get(claim.pool)
+    except NotFound:
+        waiting = f"IPPool {claim.pool.namespace}/{claim.pool.name} not found"
+        return Allocation(write_status(None, None, waiting), waiting=waiting)
+    pool = parse_pool(pool_obj)
+    existing = _owned_address(store, claim, claim.pool.namespace)
+    if existing:
+        return Allocation(write_status(existing, None, None), address=existing)
+    if not pool_obj["metadata"].get("deletionTimestamp"):
+        pool_obj = _ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
+    claim.obj = _ensure_finalizer(store, claim.ref, claim.finalizer, dry_run)
+    address, error = _choose(store, pool_obj, pool, claim, dry_run)
+    if address is None:
+        return Allocation(write_status(None, error, None), error=error)
+    offset = pool.offset_of(address["spec"]["address"])
+    if offset is not None:
+        _mark(store, claim.pool, lambda _pool, in_use: in_use.add(offset), dry_run)
+    return Allocation(write_status(address, None, None), address=address, changed=True)
+
+
+def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
+    """Upstream's release: the IPAddress goes, then the claim's finalizer, unless another finalizer holds it."""
+    finalizers = claim.obj["metadata"].get("finalizers") or []
+    others = [f for f in finalizers if f != claim.finalizer]
+    if others:
+        return Allocation(claim.obj, waiting=f"waiting for finalizers {', '.join(others)}")
+    if claim.finalizer not in finalizers:
+        return Allocation(claim.obj, released=True)
+    pool_namespace = claim.pool.namespace if claim.pool else claim.namespace
+    address = _owned_address(store, claim, pool_namespace)
+    if address:
+        _remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
+        with contextlib.suppress(NotFound):
+            store.delete(Ref.of(address), dry_run=dry_run)
+        if claim.pool:
+            released = address["spec"]["address"]
+
+            def forget(pool: Pool, in_use: InUse) -> None:
+                offset = pool.offset_of(released)
+                if offset is not None:
+                    in_use.discard(offset)
+
+            with contextlib.suppress(NotFound):
+                _mark(store, claim.pool, forget, dry_run)
+    _remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
+    return Allocation(claim.obj, released=True, changed=True)
+
+
+# -- IPClaim ---------------------------------------------------------------------------------------
+
+def _ip_claim(store: Store, obj: Object) -> _Claim:
+    pool = (obj.get("spec") or {}).get("pool") or {}
+    labels = obj["metadata"].get("labels") or {}
+    namespace = obj["metadata"]["namespace"]
+    pool_ref = Ref(IPAM_API, "IPPool", pool["name"], pool.get("namespace") or namespace) if pool.get("name") \
+        else select_pool(store, namespace, labels)
+    return _Claim(obj, "IPClaim", CLAIM_FINALIZER, pool_ref,
+                  (obj["metadata"].get("annotations") or {}).get(REQUESTED_ADDRESS_ANNOTATION), labels)
+
+
+def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocation:
+    """Bring an IPClaim to its address (or release it when deleted)."""
+    try:
+        obj = store.get(ref)
+    except NotFound:
+        return Allocation(None, released=True)
+    claim = _ip_claim(store, obj)
+    if obj["metadata"].get("deletionTimestamp"):
+        return _release(store, claim, dry_run)
+    if claim.requested:
+        try:
+            ipaddress.ip_address(claim.requested)
+        except ValueError:
+            return Allocation(_write_ip_claim_status(store, claim, None, INVALID_ANNOTATION, dry_run),
+                              error=INVALID_ANNOTATION)
+
+    def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
+        return _write_ip_claim_status(store, claim, address, error or waiting, dry_run)
+
+    return _allocate(store, claim, dry_run, write_status)
+
+
+def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, message: str | None,
+                           dry_run: bool) -> Object:
+    status: dict[str, Any] = {}
+    if address:
+        status["address"] = {"name": address["metadata"]["name"], "namespace": address["metadata"]["namespace"]}
+    if message:
+        status["errorMessage"] = message
+
+    def write() -> Object:
+        obj = store.get(claim.ref)
+        if (obj.get("status") or {}) == status:
+            return obj
+        obj["status"] = status
+        return store.update_status(obj, dry_run=dry_run)
+
+    return _retry_on_conflict(write)
+
+
+# -- Cluster API IPAddressClaim -------------------------------------------------------------------
+
+def _capi_claim(obj: Object) -> _Claim:
+    pool = (obj.get("spec") or {}).get("poolRef") or {}
+    namespace = obj["metadata"]["namespace"]
+    ours = pool.get("apiGroup") in ("ipam.metal3.io", None, "") and pool.get("kind", "IPPool") == "IPPool"
+    pool_ref = Ref(IPAM_API, "IPPool", pool["name"], namespace) if ours and pool.get("name") else None
+    return _Claim(obj, "IPAddressClaim", CAPI_CLAIM_FINALIZER, pool_ref, None, obj["metadata"].get("labels") or {})
+
+
+def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocation:
+    """Answer a Cluster API IPAddressClaim with an ipam.cluster.x-k8s.io IPAddress named after the claim."""
+    try:
+        obj = store.get(ref)
+    except NotFound:
+        return Allocation(None, released=True)
+    claim = _capi_claim(obj)
+    if obj["metadata"].get("deletionTimestamp"):
+        _delete_capi_address(store, claim, dry_run)
+        return _release(store, claim, dry_run)
+
+    def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
+        if address:
+            _ensure_capi_address(store, claim, address, dry_run)
+        return _write_capi_claim_status(store, claim, address, error, waiting, dry_run)
+
+    return _allocate(store, claim, dry_run, write_status)
+
+
+def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: bool) -> None:
+    spec = address["spec"]
+    wanted = {
+        "apiVersion": CAPI_IPAM_API, "kind": "IPAddress",
+        "metadata": {"name": claim.name, "namespace": claim.namespace, "finalizers": [CAPI_ADDRESS_FINALIZER],
+                     "ownerReferences": [{"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
+                                          "name": claim.name, "uid": claim.obj["metadata"]["uid"]}]},
+        "spec": {"address": spec["address"], "prefix": spec.get("prefix"), "gateway": spec.get("gateway"),
+                 "poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": spec["pool"]["name"]},
+                 "claimRef": {"name": claim.name}},
+    }
+    wanted["spec"] = {k: v for k, v in wanted["spec"].items() if v is not None}
+    with contextlib.suppress(AlreadyExists):
+        store.create(wanted, dry_run=dry_run)
+
+
+def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
+    ref = Ref(CAPI_IPAM_API, "IPAddress", claim.name, claim.namespace)
+    _remove_finalizer(store, ref, CAPI_ADDRESS_FINALIZER, dry_run)
+    with contextlib.suppress(NotFound):
+        store.delete(ref, dry_run=dry_run)
+
+
+def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
+                             waiting: str | None, dry_run: bool) -> Object:
+    if address:
+        condition = {"type": "Ready", "status": "True", "reason": "", "message": ""}
+    else:
+        reason = "PoolExhausted" if error == EXHAUSTED else ("AllocationFailed" if error else "WaitingForPool")
+        condition = {"type": "Ready", "status": "False", "reason": reason, "message": error or waiting or ""}
+
+    def write() -> Object:
+        obj = store.get(claim.ref)
+        status = copy.deepcopy(obj.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
+        previous = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        same = all(previous.get(k) == condition[k] for k in ("status", "reason", "message"))
+        ready = {**condition, "lastTransitionTime": previous.get("lastTransitionTime") if same else now()}
+        status["conditions"] = [*conditions, ready]
+        if address:
+            status["addressRef"] = {"name": claim.name}
+        else:
+            status.pop("addressRef", None)
+        if status == obj.get("status"):
+            return obj
+        obj["status"] = status
+        return store.update_status(obj, dry_run=dry_run)
+
+    return _retry_on_conflict(write)
+
+
+# -- IPPool ---------------------------------------------------------------------------------------
+
+@dataclass
+class PoolState:
+    pool: Object | None
+    allocations: dict[str, str]
+    waiting: str | None = None
+    removed: bool = False
+
+
+def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolState:
+    """Rebuild a pool's status from its IPAddresses (allocations, in-use index) and guard its deletion:
+    the finalizer goes only once nothing is allocated from it."""
+    try:
+        pool_obj = store.get(ref)
+    except NotFound:
+        return PoolState(None, {}, removed=True)
+    pool = parse_pool(pool_obj)
+
+    def write() -> Object:
+        current = store.get(ref)
+        addresses = _pool_addresses(store, current)
+        allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in addresses}
+        in_use = InUse.of(o for o in (pool.offset_of(a) for a in allocations.values()) if o is not None)
+        status = {**(current.get("status") or {}), "allocations": allocations, "inUse": in_use.encode()}
+        status.pop("lastUpdated", None)
+        previous = {k: v for k, v in (current.get("status") or {}).items() if k != "lastUpdated"}
+        if status == previous:
+            return current
+        current["status"] = {**status, "lastUpdated": now()}
+        return store.update_status(current, dry_run=dry_run)
+
+    pool_obj = _retry_on_conflict(write)
+    allocations = (pool_obj.get("status") or {}).get("allocations") or {}
+    if pool_obj["metadata"].get("deletionTimestamp"):
+        if allocations:
+            return PoolState(pool_obj, allocations, waiting=f"IPPool {ref.name} still has {len(allocations)} "
+                                                            "allocations; delete their claims first")
+        _remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
+        return PoolState(pool_obj, {}, removed=True)
+    pool_obj = _ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
+    return PoolState(pool_obj, allocations)
+
+
+def admit_ip_pool(store: Store, new: Object, old: Object | None) -> None:
+    """Upstream's IPPool webhook rules, applied before a pool is written: Invalid names the field."""
+    if old is None:
+        parse_pool(new)
+        return
+    allocated = [a["spec"]["address"] for a in _pool_addresses(store, old)]
+    check_update(old, new, allocated)

@@ -1,0 +1,208 @@
+"""IP allocation through the engine's reconcile functions, on both backends."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    CAPI_IPAM_API,
+    EXHAUSTED,
+    IPAM_API,
+    reconcile_ip_address_claim,
+    reconcile_ip_claim,
+    reconcile_ip_pool,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+
+
+def make_pool(store, namespace, name="pool", labels=None, **spec):
+    spec.setdefault("pools", [{"start": "192.168.10.10", "end": "192.168.10.20"}])
+    spec.setdefault("prefix", 24)
+    spec = {k: v for k, v in spec.items() if v is not None}
+    return store.create({"apiVersion": IPAM_API, "kind": "IPPool",
+                         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+                         "spec": {"namePrefix": name, **spec}})
+
+
+def claim(store, namespace, name, pool="pool", labels=None, address=None):
+    metadata = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if address:
+        metadata["annotations"] = {"ipAddress": address}
+    spec = {"pool": {"name": pool}} if pool else {}
+    store.create({"apiVersion": IPAM_API, "kind": "IPClaim", "metadata": metadata, "spec": spec})
+    return reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", name, namespace))
+
+
+def release(store, namespace, name):
+    ref = Ref(IPAM_API, "IPClaim", name, namespace)
+    store.delete(ref)
+    return reconcile_ip_claim(store, ref)
+
+
+def addresses(store, namespace):
+    return sorted(a["spec"]["address"] for a in store.list(IPAM_API, "IPAddress", namespace))
+
+
+def test_sequential_allocation_takes_the_lowest_free_address_and_skips_the_gateway(store, namespace):
+    make_pool(store, namespace, gateway="192.168.10.10", dnsServers=["192.168.10.53"])
+    first = claim(store, namespace, "c1")
+    assert first.summary() == {"address": "192.168.10.11", "prefix": 24, "gateway": "192.168.10.10",
+                               "dns_servers": ["192.168.10.53"]}
+    assert first.address["metadata"]["name"] == "pool-192-168-10-11"
+    assert claim(store, namespace, "c2").summary()["address"] == "192.168.10.12"
+    status = store.get(Ref(IPAM_API, "IPClaim", "c1", namespace))["status"]
+    assert status["address"]["name"] == "pool-192-168-10-11"
+
+
+def test_the_same_claim_always_gets_its_same_address(store, namespace):
+    make_pool(store, namespace)
+    first = claim(store, namespace, "c1")
+    for _again in range(3):
+        assert reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", "c1", namespace)).summary() == first.summary()
+    assert addresses(store, namespace) == ["192.168.10.10"]
+
+
+def test_a_released_address_is_the_next_one_handed_out(store, namespace):
+    make_pool(store, namespace)
+    for name in ("c1", "c2", "c3"):
+        claim(store, namespace, name)
+    assert release(store, namespace, "c2").released
+    with pytest.raises(NotFound):
+        store.get(Ref(IPAM_API, "IPClaim", "c2", namespace))
+    assert addresses(store, namespace) == ["192.168.10.10", "192.168.10.12"]
+    assert claim(store, namespace, "c4").summary()["address"] == "192.168.10.11"
+
+
+def test_a_requested_address_is_honoured_or_refused_with_a_reason(store, namespace):
+    make_pool(store, namespace)
+    assert claim(store, namespace, "wants-15", address="192.168.10.15").summary()["address"] == "192.168.10.15"
+    taken = claim(store, namespace, "wants-15-too", address="192.168.10.15")
+    assert taken.error == "Requested IP not available"
+    outside = claim(store, namespace, "wants-outside", address="10.9.9.9")
+    assert outside.error == "Requested IP not available"
+    bad = claim(store, namespace, "wants-nonsense", address="not-an-ip")
+    assert bad.error == "Invalid ipAddress annotation"
+    assert store.get(Ref(IPAM_API, "IPClaim", "wants-nonsense", namespace))["status"]["errorMessage"] == \
+        "Invalid ipAddress annotation"
+
+
+def test_pre_allocations_stay_reserved_for_their_claim(store, namespace):
+    make_pool(store, namespace, preAllocations={"reserved": "192.168.10.10"})
+    assert claim(store, namespace, "other").summary()["address"] == "192.168.10.11"
+    assert claim(store, namespace, "reserved").summary()["address"] == "192.168.10.10"
+    release(store, namespace, "reserved")
+    assert claim(store, namespace, "third").summary()["address"] == "192.168.10.12"
+
+
+def test_an_exhausted_pool_says_so_and_failed_claims_leave_nothing_behind(store, namespace):
+    make_pool(store, namespace, pools=[{"start": "192.168.10.10", "end": "192.168.10.11"}])
+    assert [claim(store, namespace, f"c{i}").summary()["address"] for i in (1, 2)] == ["192.168.10.10",
+                                                                                        "192.168.10.11"]
+    failed = claim(store, namespace, "c3")
+    assert failed.error == EXHAUSTED
+    assert store.get(Ref(IPAM_API, "IPClaim", "c3", namespace))["status"]["errorMessage"] == EXHAUSTED
+    assert release(store, namespace, "c3").released
+    assert store.list(IPAM_API, "IPClaim", namespace) != [] and addresses(store, namespace) == ["192.168.10.10",
+                                                                                                 "192.168.10.11"]
+    assert [c["metadata"]["name"] for c in store.list(IPAM_API, "IPClaim", namespace)] == ["c1", "c2"]
+
+
+def test_a_pool_cannot_go_while_it_has_allocations(store, namespace):
+    make_pool(store, namespace)
+    claim(store, namespace, "c1")
+    pool_ref = Ref(IPAM_API, "IPPool", "pool", namespace)
+    assert store.delete(pool_ref) is not None
+    state = reconcile_ip_pool(store, pool_ref)
+    assert state.waiting and "1 allocations" in state.waiting
+    assert store.get(pool_ref)
+    release(store, namespace, "c1")
+    assert reconcile_ip_pool(store, pool_ref).removed
+    with pytest.raises(NotFound):
+        store.get(pool_ref)
+
+
+def test_the_pool_status_lists_its_allocations(store, namespace):
+    make_pool(store, namespace)
+    claim(store, namespace, "c1")
+    claim(store, namespace, "c2")
+    state = reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace))
+    assert state.allocations == {"c1": "192.168.10.10", "c2": "192.168.10.11"}
+    assert store.get(Ref(IPAM_API, "IPPool", "pool", namespace))["status"]["allocations"] == state.allocations
+
+
+def test_ipv6_and_point_to_point_entries(store, namespace):
+    make_pool(store, namespace, "v6", pools=[{"subnet": "2001:db8::/127"}], prefix=None)
+    got = [claim(store, namespace, f"c{i}", pool="v6").summary() for i in range(2)]
+    assert [g["address"] for g in got] == ["2001:db8::", "2001:db8::1"]
+    assert got[0]["prefix"] == 127
+    assert got[0]["address"] and store.get(Ref(IPAM_API, "IPAddress", "v6-2001-db8--0", namespace))
+    assert claim(store, namespace, "c2", pool="v6").error == EXHAUSTED
+
+
+def test_random_allocation_stays_in_the_pool_and_never_repeats(store, namespace):
+    make_pool(store, namespace, allocationStrategy="random")
+    got = [claim(store, namespace, f"c{i}").summary()["address"] for i in range(11)]
+    assert sorted(got) == [f"192.168.10.{i}" for i in range(10, 21)]
+    assert claim(store, namespace, "c11").error == EXHAUSTED
+
+
+POOLS_BY_LABEL = [
+    ({"cluster.x-k8s.io/ip-pool-name": "named"}, "192.168.1.10"),
+    ({"cluster.x-k8s.io/ip-pool-group": "prod", "cluster.x-k8s.io/network-name": "storage"}, "192.168.2.10"),
+    ({}, "192.168.3.10"),
+]
+
+
+@pytest.mark.parametrize(("labels", "expected"), POOLS_BY_LABEL, ids=["by-name", "by-group-and-network", "default"])
+def test_pools_chosen_by_labels(store, namespace, labels, expected):
+    make_pool(store, namespace, "named", pools=[{"start": "192.168.1.10", "end": "192.168.1.20"}])
+    make_pool(store, namespace, "storage", pools=[{"start": "192.168.2.10", "end": "192.168.2.20"}],
+              labels={"cluster.x-k8s.io/ip-pool-group": "prod", "cluster.x-k8s.io/network-name": "storage"})
+    make_pool(store, namespace, "fallback", pools=[{"start": "192.168.3.10", "end": "192.168.3.20"}],
+              labels={"ippool.cluster.x-k8s.io/is-default": "true"})
+    assert claim(store, namespace, "c", pool=None, labels=labels).summary()["address"] == expected
+
+
+def test_a_claim_with_no_matching_pool_waits_with_a_clear_message(store, namespace):
+    waiting = claim(store, namespace, "c", pool=None, labels={"cluster.x-k8s.io/network-name": "nowhere"})
+    assert waiting.requeue and waiting.address is None
+    message = store.get(Ref(IPAM_API, "IPClaim", "c", namespace))["status"]["errorMessage"]
+    assert message == "no IPPool matches cluster.x-k8s.io/network-name=nowhere"
+    make_pool(store, namespace, "late", labels={"cluster.x-k8s.io/network-name": "nowhere"})
+    assert reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", "c", namespace)).summary()["address"] == "192.168.10.10"
+    assert "errorMessage" not in store.get(Ref(IPAM_API, "IPClaim", "c", namespace))["status"]
+
+
+def test_a_cluster_api_ip_address_claim_is_answered_with_an_ip_address(store, namespace):
+    make_pool(store, namespace, gateway="192.168.10.1")
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "machine-0-eth0", namespace)
+    store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
+                  "metadata": {"name": ref.name, "namespace": namespace},
+                  "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}}})
+    result = reconcile_ip_address_claim(store, ref)
+    assert result.summary()["address"] == "192.168.10.10"
+    answer = store.get(Ref(CAPI_IPAM_API, "IPAddress", "machine-0-eth0", namespace))
+    assert answer["spec"] == {"address": "192.168.10.10", "prefix": 24, "gateway": "192.168.10.1",
+                              "poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"},
+                              "claimRef": {"name": "machine-0-eth0"}}
+    status = store.get(ref)["status"]
+    assert status["addressRef"] == {"name": "machine-0-eth0"}
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True")]
+
+    store.delete(ref)
+    assert reconcile_ip_address_claim(store, ref).released
+    assert addresses(store, namespace) == []
+    with pytest.raises(NotFound):
+        store.get(Ref(CAPI_IPAM_API, "IPAddress", "machine-0-eth0", namespace))
+
+
+def test_an_exhausted_cluster_api_claim_is_not_ready_with_upstreams_reason(store, namespace):
+    make_pool(store, namespace, pools=[{"start": "192.168.10.10", "end": "192.168.10.10"}])
+    claim(store, namespace, "c1")
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "late", namespace)
+    store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim", "metadata": {"name": "late",
+                                                                                     "namespace": namespace},
+                  "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}}})
+    assert reconcile_ip_address_claim(store, ref).error == EXHAUSTED
+    ready = store.get(ref)["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "PoolExhausted", EXHAUSTED)

@@ -1,0 +1,120 @@
+"""IPPool ranges as upstream reads them, and the bad pools its webhook refuses."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import check_update, parse_pool
+
+
+def pool(*entries: dict, **spec: object) -> dict:
+    return {"metadata": {"name": "p"}, "spec": {"namePrefix": "p", "pools": list(entries), **spec}}
+
+
+# entries, (first usable, last usable) of each, prefix of the first
+RANGES = [
+    ([{"start": "192.168.0.10", "end": "192.168.0.20"}], [("192.168.0.10", "192.168.0.20")], 24, {"prefix": 24}),
+    ([{"subnet": "192.168.0.0/24"}], [("192.168.0.1", "192.168.0.254")], 24, {}),
+    ([{"subnet": "192.168.0.0/24", "start": "192.168.0.100"}], [("192.168.0.100", "192.168.0.254")], 24, {}),
+    ([{"subnet": "192.168.0.0/24", "end": "192.168.0.9"}], [("192.168.0.1", "192.168.0.9")], 24, {}),
+    ([{"subnet": "10.0.0.0/30"}], [("10.0.0.1", "10.0.0.2")], 30, {}),
+    ([{"subnet": "10.0.0.0/31"}], [("10.0.0.0", "10.0.0.1")], 31, {}),
+    ([{"subnet": "10.0.0.7/32"}], [("10.0.0.7", "10.0.0.7")], 32, {}),
+    ([{"subnet": "2001:db8::/64", "end": "2001:db8::ff"}], [("2001:db8::1", "2001:db8::ff")], 64, {}),
+    ([{"subnet": "2001:db8::/126"}], [("2001:db8::1", "2001:db8::3")], 126, {}),
+    ([{"subnet": "2001:db8::/127"}], [("2001:db8::", "2001:db8::1")], 127, {}),
+    ([{"subnet": "2001:db8::5/128"}], [("2001:db8::5", "2001:db8::5")], 128, {}),
+    ([{"start": "10.0.0.1", "end": "10.0.0.2", "prefix": 28}], [("10.0.0.1", "10.0.0.2")], 28, {"prefix": 24}),
+]
+
+
+@pytest.mark.parametrize(("entries", "bounds", "prefix", "spec"), RANGES)
+def test_ranges(entries, bounds, prefix, spec):
+    import ipaddress
+
+    parsed = parse_pool(pool(*entries, **spec))
+    assert [(str(ipaddress.ip_address(r.first)), str(ipaddress.ip_address(r.last))) for r in parsed.ranges] == bounds
+    assert parsed.ranges[0].prefix == prefix
+
+
+def test_an_entry_overrides_the_pool_prefix_gateway_and_dns():
+    parsed = parse_pool(pool({"start": "10.0.0.10", "end": "10.0.0.20", "gateway": "10.0.0.254",
+                              "dnsServers": ["10.0.0.53"]},
+                             {"start": "10.0.1.10", "end": "10.0.1.20"},
+                             prefix=16, gateway="10.0.0.1", dnsServers=["8.8.8.8"]))
+    first, second = parsed.ranges
+    assert (first.gateway, first.dns_servers, first.prefix) == ("10.0.0.254", ("10.0.0.53",), 16)
+    assert (second.gateway, second.dns_servers) == ("10.0.0.1", ("8.8.8.8",))
+
+
+def test_offsets_run_through_the_entries_in_order():
+    parsed = parse_pool(pool({"start": "10.0.0.10", "end": "10.0.0.11"}, {"start": "10.0.5.1", "end": "10.0.5.3"},
+                             prefix=16))
+    assert parsed.size == 5
+    assert [str(parsed.address_at(i)[0]) for i in range(5)] == ["10.0.0.10", "10.0.0.11", "10.0.5.1", "10.0.5.2",
+                                                                "10.0.5.3"]
+    assert parsed.offset_of("10.0.5.2") == 3
+    assert parsed.offset_of("10.0.0.12") is None
+
+
+def test_the_gateway_and_pre_allocations_are_reserved():
+    parsed = parse_pool(pool({"subnet": "10.0.0.0/29"}, gateway="10.0.0.1", preAllocations={"c": "10.0.0.3"}))
+    assert sorted(parsed.reserved_offsets()) == [0, 2]
+
+
+def test_the_address_name_is_upstreams():
+    parsed = parse_pool(pool({"subnet": "10.0.0.0/29"}))
+    assert parsed.address_name("10.0.0.3") == "p-10-0-0-3"
+    assert parsed.address_name("2001:db8::3") == "p-2001-db8--3"
+    assert parsed.address_name("2001:db8::") == "p-2001-db8--0"
+
+
+REFUSED = [
+    (pool({"start": "10.0.0.300", "end": "10.0.0.1"}, prefix=24), r"spec\.pools\[0\]\.start: Invalid value: "
+                                                                  r"'10\.0\.0\.300': not an IP address"),
+    (pool({"subnet": "10.0.0.0/33"}), r"spec\.pools\[0\]\.subnet: Invalid value: '10\.0\.0\.0/33': not a CIDR"),
+    (pool({"start": "10.0.0.9", "end": "10.0.0.1"}, prefix=24), r"spec\.pools\[0\]\.start: .* after end"),
+    (pool({"subnet": "10.0.0.0/24", "start": "10.0.1.1"}), r"spec\.pools\[0\]\.start: .* outside the subnet"),
+    (pool({"subnet": "10.0.0.0/24", "end": "10.0.1.1"}), r"spec\.pools\[0\]\.end: .* outside the subnet"),
+    (pool({"start": "10.0.0.1", "end": "10.0.0.9"}, {"start": "10.0.0.5", "end": "10.0.0.20"}, prefix=24),
+     r"spec\.pools\[1\]: Invalid value: overlaps spec\.pools\[0\]"),
+    (pool({"subnet": "10.0.0.0/24"}, preAllocations={"c": "10.0.9.9"}),
+     r"spec\.preAllocations\[c\]: .* outside every pool entry"),
+    (pool({"start": "10.0.0.1", "end": "2001:db8::1"}, prefix=24), r"spec\.pools\[0\]: .* mix IPv4 and IPv6"),
+    (pool({"subnet": "10.0.0.0/24", "gateway": "2001:db8::1"}), r"spec\.pools\[0\]\.gateway: .* not an IPv4"),
+    (pool({"subnet": "10.0.0.0/24"}, gateway="10.0.0.x"), r"spec\.gateway: Invalid value"),
+    (pool({"subnet": "10.0.0.0/24"}, dnsServers=["dns"]), r"spec\.dnsServers\[0\]: Invalid value"),
+    (pool({"start": "10.0.0.1", "end": "10.0.0.9"}), r"spec\.pools\[0\]\.prefix: Required value"),
+    (pool({"start": "10.0.0.1"}, prefix=24), r"spec\.pools\[0\]\.end: Required value"),
+    (pool({"prefix": 24}), r"spec\.pools\[0\]: Required value"),
+    (pool({"subnet": "10.0.0.0/24", "prefix": 40}), r"spec\.pools\[0\]\.prefix: Invalid value: 40"),
+    ({"metadata": {"name": "p"}, "spec": {}}, r"spec\.namePrefix: Required value"),
+]
+
+
+@pytest.mark.parametrize(("obj", "message"), REFUSED)
+def test_bad_pools_are_refused_naming_the_field(obj, message):
+    with pytest.raises(Invalid, match=message) as raised:
+        parse_pool(obj)
+    assert str(raised.value).startswith('IPPool.ipam.metal3.io "p" is invalid: ')
+
+
+UPDATES = [
+    ({"namePrefix": "other"}, r"spec\.namePrefix: .* field is immutable"),
+    ({"allocationStrategy": "random"}, r"spec\.allocationStrategy: .* field is immutable"),
+    ({"pools": [{"start": "10.0.0.1", "end": "10.0.0.4"}]}, r"allocated addresses would fall outside the pool: "
+                                                            r"10\.0\.0\.5"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), UPDATES)
+def test_updates_upstream_refuses(change, message):
+    old = pool({"start": "10.0.0.1", "end": "10.0.0.9"}, prefix=24)
+    new = {**old, "spec": {**old["spec"], **change}}
+    with pytest.raises(Invalid, match=message):
+        check_update(old, new, ["10.0.0.2", "10.0.0.5"])
+
+
+def test_growing_a_pool_is_fine():
+    old = pool({"start": "10.0.0.1", "end": "10.0.0.9"}, prefix=24)
+    check_update(old, pool({"start": "10.0.0.1", "end": "10.0.0.90"}, prefix=24), ["10.0.0.5"])
