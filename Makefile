@@ -11,7 +11,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
-        cluster cluster-down clean
+        cluster cluster-down clean demo demo-clean
 
 all: test
 
@@ -71,6 +71,15 @@ sanity: $(SANITY_VENV)/.installed
 	  git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$$target/"; \
 	  cd "$$target" && git init -q && git add -A && \
 	  $(CURDIR)/$(SANITY_VENV)/bin/ansible-test sanity --local --python 3.11 --color no
+
+# The main job, on the embedded default store (~/.local/share/metal3-baremetal/store.db).
+PLAYBOOK_ENV := ANSIBLE_PYTHON_INTERPRETER=$(CURDIR)/$(BIN)/python ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
+  ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
+demo: venv collection
+	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/demo.yml
+
+demo-clean: venv collection
+	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/demo.yml -e demo_state=absent
 
 cluster: venv kube-binaries
 	$(BIN)/python tests/harness/kube.py up --dir $(CLUSTER_DIR)

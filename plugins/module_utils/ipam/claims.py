@@ -1,0 +1,107 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""What the ip_claim and ip_pool modules do: put the object, then run its reconcile function."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    IPAM_API,
+    NETWORK_NAME_LABEL,
+    POOL_GROUP_LABEL,
+    POOL_NAME_LABEL,
+    POOL_NAMESPACE_LABEL,
+    REQUESTED_ADDRESS_ANNOTATION,
+    Allocation,
+    reconcile_ip_claim,
+    reconcile_ip_pool,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import ensure_absent, ensure_present
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+
+# Module option → the label that chooses a pool (ELF's names).
+SELECTION_OPTIONS = {"ip_pool_name": POOL_NAME_LABEL, "ip_pool_namespace": POOL_NAMESPACE_LABEL,
+                     "ip_pool_group": POOL_GROUP_LABEL, "network_name": NETWORK_NAME_LABEL}
+
+
+def claim_object(name: str, namespace: str, pool: str | None = None, pool_namespace: str | None = None,
+                 labels: dict[str, str] | None = None, address: str | None = None) -> Object:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if address:
+        metadata["annotations"] = {REQUESTED_ADDRESS_ANNOTATION: address}
+    spec: dict[str, Any] = {}
+    if pool:
+        spec["pool"] = {"apiVersion": IPAM_API, "kind": "IPPool", "name": pool, "namespace": pool_namespace or namespace}
+    return {"apiVersion": IPAM_API, "kind": "IPClaim", "metadata": metadata, "spec": spec}
+
+
+def claim_present(store: Store, claim: Object, dry_run: bool = False, wait_timeout: float = 0) -> dict[str, Any]:
+    """Ensure the claim, allocate, and say what it holds. Waits up to ``wait_timeout`` for a pool to appear."""
+    outcome = ensure_present(store, claim, dry_run)
+    ref = Ref.of(claim)
+    deadline = time.monotonic() + wait_timeout
+    while True:
+        try:
+            allocation = reconcile_ip_claim(store, ref, dry_run)
+        except NotFound:  # check mode on a claim that does not exist yet
+            allocation = Allocation(outcome["result"])
+        if not allocation.requeue or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    return _result(allocation, outcome["changed"] or allocation.changed)
+
+
+def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
+    outcome = ensure_absent(store, ref, dry_run)
+    changed = outcome["changed"]
+    try:
+        if store.get(ref)["metadata"].get("deletionTimestamp") and not dry_run:
+            allocation = reconcile_ip_claim(store, ref, dry_run)
+            changed = changed or allocation.changed
+    except NotFound:
+        pass
+    return {"changed": changed, "claim": {}, "allocated": False, "address": None, "prefix": None,
+            "gateway": None, "dns_servers": [], "ip_address": {}, "pool": {}}
+
+
+def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"changed": changed, "claim": allocation.claim or {}, "ip_address": allocation.address or {},
+                              "allocated": allocation.address is not None, **allocation.summary()}
+    pool = (allocation.address or {}).get("spec", {}).get("pool") or {}
+    result["pool"] = {"name": pool["name"], "namespace": pool.get("namespace")} if pool else {}
+    if allocation.error:
+        result.update(failed=True, msg=allocation.error)
+    elif allocation.waiting:
+        result["msg"] = f"waiting: {allocation.waiting}"
+    return result
+
+
+def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
+    """Ensure the pool (when a definition is given), then rebuild its status from its addresses."""
+    changed = False
+    if definition is not None:
+        changed = ensure_present(store, definition, dry_run)["changed"]
+    try:
+        state = reconcile_ip_pool(store, ref, dry_run)
+    except NotFound:
+        state = None
+    pool = state.pool if state else {}
+    return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}}
+
+
+def pool_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
+    """Delete a pool that has no allocations; one that has is refused and left alone."""
+    try:
+        state = reconcile_ip_pool(store, ref, dry_run)
+    except NotFound:
+        return {"changed": False, "pool": {}, "allocations": {}}
+    if state.allocations:
+        raise Invalid(f"IPPool {ref.namespace}/{ref.name} still has {len(state.allocations)} allocations "
+                      f"({', '.join(sorted(state.allocations))}): delete their claims first")
+    outcome = ensure_absent(store, ref, dry_run)
+    if not dry_run:
+        reconcile_ip_pool(store, ref, dry_run)
+    return {"changed": outcome["changed"], "pool": {}, "allocations": {}}
