@@ -37,7 +37,7 @@ def race(store_options: dict, namespace: str, processes: int, claims: int, pool:
             [str(os.path.join(os.path.dirname(sys.executable), "ansible-playbook")), str(PLAYBOOKS / "ipam_race.yml"),
              "-e", json.dumps(extra)], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [(run.wait(900), run.stdout.read()) for run in runs]
-    for code, output in outputs:
+    for _code, output in outputs:
         assert "Traceback" not in output, output
     return [code for code, _output in outputs]
 

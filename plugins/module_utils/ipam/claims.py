@@ -34,7 +34,8 @@ def claim_object(name: str, namespace: str, pool: str | None = None, pool_namesp
         metadata["annotations"] = {REQUESTED_ADDRESS_ANNOTATION: address}
     spec: dict[str, Any] = {}
     if pool:
-        spec["pool"] = {"apiVersion": IPAM_API, "kind": "IPPool", "name": pool, "namespace": pool_namespace or namespace}
+        spec["pool"] = {"apiVersion": IPAM_API, "kind": "IPPool", "name": pool,
+                        "namespace": pool_namespace or namespace}
     return {"apiVersion": IPAM_API, "kind": "IPClaim", "metadata": metadata, "spec": spec}
 
 
@@ -68,8 +69,9 @@ def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any
 
 
 def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
-    result: dict[str, Any] = {"changed": changed, "claim": allocation.claim or {}, "ip_address": allocation.address or {},
-                              "allocated": allocation.address is not None, **allocation.summary()}
+    result: dict[str, Any] = {"changed": changed, "claim": allocation.claim or {},
+                              "ip_address": allocation.address or {}, "allocated": allocation.address is not None,
+                              **allocation.summary()}
     pool = (allocation.address or {}).get("spec", {}).get("pool") or {}
     result["pool"] = {"name": pool["name"], "namespace": pool.get("namespace")} if pool else {}
     if allocation.error:
