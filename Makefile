@@ -11,7 +11,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
-        cluster cluster-down clean demo demo-clean
+        cluster cluster-down clean demo demo-clean molecule
 
 all: test
 
@@ -39,7 +39,11 @@ kube-binaries:
 test: venv collection kube-binaries
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 tests
-	$(MAKE) --no-print-directory lint sanity
+	$(MAKE) --no-print-directory molecule lint sanity
+
+# One scenario per role, on localhost (delegated driver), each with a throwaway store.
+molecule: venv collection
+	cd extensions && MOLECULE_PYTHON=$(CURDIR)/$(BIN)/python $(CURDIR)/$(BIN)/molecule test --all
 
 unit: venv collection
 	$(BIN)/python -m pytest tests/unit
