@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    CLAIM_FINALIZER,
     IPAM_API,
     NETWORK_NAME_LABEL,
     POOL_GROUP_LABEL,
@@ -29,7 +30,9 @@ SELECTION_OPTIONS = {"ip_pool_name": POOL_NAME_LABEL, "ip_pool_namespace": POOL_
 
 def claim_object(name: str, namespace: str, pool: str | None = None, pool_namespace: str | None = None,
                  labels: dict[str, str] | None = None, address: str | None = None) -> Object:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    # Born with its finalizer, so an address is never allocated to a claim that could vanish unreleased.
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
+                                "finalizers": [CLAIM_FINALIZER]}
     if address:
         metadata["annotations"] = {REQUESTED_ADDRESS_ANNOTATION: address}
     spec: dict[str, Any] = {}

@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import sqlite3
+import time
 import uuid
 from contextlib import contextmanager
 from typing import Iterable, Iterator
@@ -86,8 +88,9 @@ class LocalStore(Store):
             if not os.path.exists(self.path):
                 # Created 0600 before SQLite opens it: the store holds BMC credentials.
                 os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            self._db = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
-                                       check_same_thread=False)
+            self.busy_timeout = busy_timeout
+            # SQLite's busy handler only covers statements other than BEGIN (see _begin): a checkpoint.
+            self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -105,13 +108,28 @@ class LocalStore(Store):
 
     # -- transactions ---------------------------------------------------------------------------
 
+    def _begin(self) -> None:
+        """Take the write lock. SQLite's own busy handler sleeps up to 100 ms between tries, which makes
+        many writers queue for long; short jittered sleeps keep a busy file moving."""
+        deadline = time.monotonic() + self.busy_timeout
+        attempt = 0
+        while True:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise Unavailable(f"cannot write the local store {self.path}: {e}") from None
+                if time.monotonic() > deadline:
+                    raise Unavailable(f"the local store {self.path} stayed locked for {self.busy_timeout:.0f}s "
+                                      "by another writer") from None
+            attempt += 1
+            time.sleep(random.uniform(0.0002, 0.001 * min(attempt, 20)))
+
     @contextmanager
     def _transaction(self, dry_run: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction; rolled back on error, and always in dry-run (check mode)."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise Unavailable(f"cannot write the local store {self.path}: {e}") from None
+        self._begin()
         try:
             yield self._db
         except BaseException:

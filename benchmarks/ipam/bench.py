@@ -1,0 +1,154 @@
+"""IPAM allocation benchmark: allocations per second and per-claim latency through the engine.
+
+Each claim is what the ip_claim module does: create the IPClaim, then reconcile it to an address.
+Claimers are separate processes sharing one store (the local SQLite file, or a kube-apiserver the
+benchmark starts with the test harness). Not part of `make test`.
+
+    .venv/bin/python benchmarks/ipam/bench.py            # every case, figures into docs/benchmarks.md
+    .venv/bin/python benchmarks/ipam/bench.py --quick    # 1,000 claims only, printed
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO)]
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (  # noqa: E402
+    IPAM_API,
+    reconcile_ip_claim,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref  # noqa: E402
+
+NAMESPACE = "bench"
+
+
+def _claimer(options: dict, names: list[str], barrier, results) -> None:
+    latencies = []
+    addresses = []
+    with open_store(options) as store:
+        barrier.wait()
+        for name in names:
+            started = time.perf_counter()
+            store.create(claim_object(name, NAMESPACE, "bench"))
+            allocation = reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", name, NAMESPACE))
+            latencies.append(time.perf_counter() - started)
+            addresses.append(allocation.summary()["address"])
+    results.put((latencies, addresses))
+
+
+def run_case(options: dict, claims: int, claimers: int) -> dict:
+    with open_store(options) as store:
+        store.create({"apiVersion": IPAM_API, "kind": "IPPool", "metadata": {"name": "bench", "namespace": NAMESPACE},
+                      "spec": {"namePrefix": "bench", "pools": [{"subnet": "10.128.0.0/16"}], "prefix": 16}})
+    names = [f"claim-{i}" for i in range(claims)]
+    barrier = multiprocessing.Barrier(claimers + 1)
+    results: multiprocessing.Queue = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_claimer, args=(options, names[i::claimers], barrier, results))
+               for i in range(claimers)]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    started = time.perf_counter()
+    gathered = [results.get() for _worker in workers]
+    elapsed = time.perf_counter() - started
+    for worker in workers:
+        worker.join()
+    latencies = [lat for lats, _addrs in gathered for lat in lats]
+    addresses = [a for _lats, addrs in gathered for a in addrs]
+    # Per-claim latency by position, from the first claimer's own sequence: early claims vs late ones.
+    sequence = gathered[0][0]
+    window = max(1, len(sequence) // 20)
+    quantiles = statistics.quantiles(latencies, n=100)
+    return {
+        "claims": claims, "claimers": claimers, "seconds": round(elapsed, 2),
+        "per_second": round(claims / elapsed, 1),
+        "p50_ms": round(quantiles[49] * 1000, 2), "p95_ms": round(quantiles[94] * 1000, 2),
+        "first_ms": round(statistics.median(sequence[:window]) * 1000, 2),
+        "last_ms": round(statistics.median(sequence[-window:]) * 1000, 2),
+        "duplicates": len(addresses) - len(set(addresses)),
+        "unallocated": sum(1 for a in addresses if not a),
+    }
+
+
+def machine() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    cpu = "unknown CPU"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.system()} {platform.release()}, " \
+           f"Python {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1,000 claims on the local store only; print")
+    parser.add_argument("--backends", default="local,kubernetes")
+    args = parser.parse_args()
+    cases = [(1000, 1), (1000, 16)] if args.quick else [(1000, 1), (1000, 16), (10000, 1), (10000, 16)]
+    backends = ["local"] if args.quick else args.backends.split(",")
+    rows = []
+    for backend in backends:
+        for claims, claimers in cases:
+            with tempfile.TemporaryDirectory() as scratch:
+                if backend == "local":
+                    rows.append({"backend": backend, **run_case({"backend": "local",
+                                                                 "store_path": f"{scratch}/store.db"},
+                                                                claims, claimers)})
+                else:
+                    from tests.harness.cluster import KubeCluster
+
+                    with KubeCluster(Path(scratch) / "kube") as cluster:
+                        cluster.install_crds()
+                        from kubernetes import client
+
+                        client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": NAMESPACE}})
+                        rows.append({"backend": backend, **run_case(
+                            {"backend": "kubernetes", "kubeconfig": str(cluster.kubeconfig)}, claims, claimers)})
+            print(json.dumps(rows[-1]), flush=True)
+    if not args.quick:
+        write_report(rows)
+    return 0
+
+
+def write_report(rows: list[dict]) -> None:
+    path = REPO / "docs" / "benchmarks.md"
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nFigures measured by `benchmarks/`; never part of " \
+                                                   "`make test`.\n"
+    start, end = "<!-- ipam:start -->", "<!-- ipam:end -->"
+    table = [start, "## IPAM allocation (`benchmarks/ipam/bench.py`)", "",
+             f"Machine: {machine()}. Run: {time.strftime('%Y-%m-%d')}, "
+             "`.venv/bin/python benchmarks/ipam/bench.py`.", "",
+             "Each claim: create an IPClaim, reconcile it to an address (what `ip_claim` does), through the engine, "
+             "claimers in separate processes on one store; pool `10.128.0.0/16`, sequential. "
+             "first/last: median latency of the first and last 5% of one claimer's claims.", "",
+             "| backend | claims | claimers | allocations/s | p50 ms | p95 ms | first ms | last ms | duplicates |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        table.append(f"| {r['backend']} | {r['claims']:,} | {r['claimers']} | {r['per_second']} | {r['p50_ms']} | "
+                     f"{r['p95_ms']} | {r['first_ms']} | {r['last_ms']} | {r['duplicates']} |")
+    table.append(end)
+    block = "\n".join(table)
+    if start in text:
+        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
