@@ -50,7 +50,6 @@ unit: venv collection
 
 lint: venv
 	$(BIN)/ruff check --output-format concise .
-	$(BIN)/python hack/check-crds.py
 	$(BIN)/antsibull-changelog lint
 
 # ansible-test wants the collection at a real ansible_collections/metal3/baremetal path, outside this

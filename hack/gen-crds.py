@@ -28,10 +28,20 @@ CRDS = json.loads(r\'\'\'
 '''
 
 
+def without_descriptions(node: object) -> object:
+    """Schemas without their prose: validation needs none of it."""
+    if isinstance(node, dict):
+        # A field named "description" has a schema (a mapping) for its value; prose is a string.
+        return {k: without_descriptions(v) for k, v in node.items() if k != "description" or not isinstance(v, str)}
+    if isinstance(node, list):
+        return [without_descriptions(v) for v in node]
+    return node
+
+
 def render() -> str:
     crds = []
     for path in sorted((ROOT / "config" / "crd").glob("*.yaml")):
-        crds.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+        crds.extend(without_descriptions(doc) for doc in yaml.safe_load_all(path.read_text()) if doc)
     body = json.dumps(crds, indent=1, sort_keys=True)
     return HEADER + body + "\n''')\n"
 

@@ -10,6 +10,7 @@ benchmark starts with the test harness). Not part of `make test`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -85,10 +86,8 @@ def run_case(options: dict, claims: int, claimers: int) -> dict:
 def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     cpu = "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as info:
+        cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.system()} {platform.release()}, " \
            f"Python {platform.python_version()}"
 
@@ -126,8 +125,8 @@ def main() -> int:
 
 def write_report(rows: list[dict]) -> None:
     path = REPO / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n\nFigures measured by `benchmarks/`; never part of " \
-                                                   "`make test`.\n"
+    header = "# Benchmarks\n\nFigures measured by `benchmarks/`; never part of `make test`.\n"
+    text = path.read_text() if path.exists() else header
     start, end = "<!-- ipam:start -->", "<!-- ipam:end -->"
     table = [start, "## IPAM allocation (`benchmarks/ipam/bench.py`)", "",
              f"Machine: {machine()}. Run: {time.strftime('%Y-%m-%d')}, "

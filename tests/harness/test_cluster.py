@@ -49,7 +49,8 @@ def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
     from tests.harness.cluster import REPO
 
     script = [sys.executable, str(REPO / "tests" / "harness" / "cluster.py")]
-    up = subprocess.run([*script, "up", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    up = subprocess.run([*script, "up", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                        check=False)
     try:
         assert up.returncode == 0, up.stderr
         last = up.stdout.strip().splitlines()[-1]
@@ -57,6 +58,7 @@ def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
         with KubernetesStore(kubeconfig=str(tmp_path / "kubeconfig")) as store:
             assert store.list("ipam.metal3.io/v1alpha1", "IPPool", "default") == []
     finally:
-        down = subprocess.run([*script, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        down = subprocess.run([*script, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60,
+                              check=False)
     assert down.returncode == 0, down.stderr
     assert "stopped 3 processes" in down.stdout

@@ -67,8 +67,8 @@ def test_racing_playbooks_get_distinct_addresses_and_a_consistent_pool(store, st
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
-def test_more_claims_than_addresses_allocate_the_pool_exactly_and_leave_nothing_behind(store, store_options,
-                                                                                        namespace):
+def test_more_claims_than_addresses_allocate_the_pool_exactly_and_leave_nothing_behind(
+        store, store_options, namespace):
     processes, claims = LOAD["local"]
     make_pool(store, namespace, "scarce", pools=[{"start": "10.30.0.1", "end": "10.30.0.100"}])
     codes = race(store_options, namespace, processes, claims, "scarce")

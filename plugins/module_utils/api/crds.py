@@ -57,7 +57,6 @@ CRDS = json.loads(r'''
      "name": "v1alpha1",
      "schema": {
       "openAPIV3Schema": {
-       "description": "IPPool is a set of address ranges that IPClaims and IPAddressClaims are allocated from.",
        "properties": {
         "apiVersion": {
          "type": "string"
@@ -71,7 +70,6 @@ CRDS = json.loads(r'''
         "spec": {
          "properties": {
           "allocationStrategy": {
-           "description": "How a free address is chosen; immutable.",
            "enum": [
             "sequential",
             "random"
@@ -79,7 +77,6 @@ CRDS = json.loads(r'''
            "type": "string"
           },
           "clusterName": {
-           "description": "The Cluster the pool belongs to (pause and ownership).",
            "type": "string"
           },
           "dnsServers": {
@@ -92,12 +89,10 @@ CRDS = json.loads(r'''
            "type": "string"
           },
           "namePrefix": {
-           "description": "Prefix of the IPAddress names; immutable.",
            "minLength": 1,
            "type": "string"
           },
           "pools": {
-           "description": "Address ranges, by start/end or by subnet; an entry's prefix, gateway and dnsServers override the pool's.",
            "items": {
             "properties": {
              "dnsServers": {
@@ -132,7 +127,6 @@ CRDS = json.loads(r'''
            "additionalProperties": {
             "type": "string"
            },
-           "description": "Claim name to the address reserved for it.",
            "type": "object"
           },
           "prefix": {
@@ -152,18 +146,15 @@ CRDS = json.loads(r'''
            "additionalProperties": {
             "type": "string"
            },
-           "description": "Claim name to its allocated address.",
            "type": "object"
           },
           "inUse": {
-           "description": "The allocator's index of the offsets in use (a compressed bitmap); a hint, rebuilt from the IPAddresses whenever the pool is reconciled.",
            "type": "string"
           },
           "indexes": {
            "additionalProperties": {
             "type": "string"
            },
-           "description": "Upstream's JSON name of the allocations map, accepted for compatibility.",
            "type": "object"
           },
           "lastUpdated": {
@@ -235,7 +226,6 @@ CRDS = json.loads(r'''
      "name": "v1alpha1",
      "schema": {
       "openAPIV3Schema": {
-       "description": "IPClaim asks a pool for one address; the ipAddress annotation asks for a given one.",
        "properties": {
         "apiVersion": {
          "type": "string"
@@ -247,7 +237,6 @@ CRDS = json.loads(r'''
          "type": "object"
         },
         "spec": {
-         "description": "The pool to allocate from; when left out, the claim's labels choose it (cluster.x-k8s.io/ip-pool-name, ip-pool-namespace, ip-pool-group, network-name, or the pool labelled ippool.cluster.x-k8s.io/is-default).",
          "properties": {
           "pool": {
            "properties": {
@@ -374,7 +363,6 @@ CRDS = json.loads(r'''
      "name": "v1alpha1",
      "schema": {
       "openAPIV3Schema": {
-       "description": "IPAddress is one allocated address, named after it so that two allocators cannot both take it.",
        "properties": {
         "apiVersion": {
          "type": "string"

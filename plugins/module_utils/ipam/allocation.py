@@ -183,8 +183,8 @@ def select_pool(store: Store, namespace: str, labels: dict[str, str]) -> Ref | N
 
 
 def _describe_selection(labels: dict[str, str]) -> str:
-    chosen = {k: v for k, v in labels.items() if k in (POOL_NAME_LABEL, POOL_NAMESPACE_LABEL, POOL_GROUP_LABEL,
-                                                         NETWORK_NAME_LABEL)}
+    selection = (POOL_NAME_LABEL, POOL_NAMESPACE_LABEL, POOL_GROUP_LABEL, NETWORK_NAME_LABEL)
+    chosen = {k: v for k, v in labels.items() if k in selection}
     if not chosen:
         return f"no IPPool labelled {DEFAULT_POOL_LABEL}=true"
     return "no IPPool matches " + ", ".join(f"{k}={v}" for k, v in sorted(chosen.items()))

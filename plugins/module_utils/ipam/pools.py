@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Union
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]  # noqa: UP007 - a runtime alias
 # Allocation looks at most this many addresses of a pool (a /64 holds 2**64): the first 2**24.
 MAX_OFFSETS = 1 << 24
 
