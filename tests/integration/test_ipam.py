@@ -205,3 +205,43 @@ def test_an_exhausted_cluster_api_claim_is_not_ready_with_upstreams_reason(store
     assert reconcile_ip_address_claim(store, ref).error == EXHAUSTED
     ready = store.get(ref)["status"]["conditions"][0]
     assert (ready["status"], ready["reason"], ready["message"]) == ("False", "PoolExhausted", EXHAUSTED)
+
+
+def test_a_reservation_left_by_a_crash_is_taken_up_not_leaked(store, namespace):
+    make_pool(store, namespace)
+    # What a reconcile leaves when it dies after reserving 192.168.10.15 and before creating its IPAddress.
+    store.create({"apiVersion": IPAM_API, "kind": "IPClaim",
+                  "metadata": {"name": "crashed", "namespace": namespace, "finalizers": ["ipclaim.ipam.metal3.io"],
+                               "annotations": {"ipam.metal3.io/ip-address": "192.168.10.15"}},
+                  "spec": {"pool": {"name": "pool"}}})
+    result = reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", "crashed", namespace))
+    assert result.summary()["address"] == "192.168.10.15"
+    assert addresses(store, namespace) == ["192.168.10.15"]
+
+
+def _reconcile_in_a_process(store_path: str, namespace: str, barrier, results) -> None:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+
+    with LocalStore(store_path) as store:
+        barrier.wait()
+        results.put(reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", "contested", namespace)).summary()["address"])
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_one_claim_reconciled_by_many_processes_at_once_holds_one_address(store, store_options, namespace):
+    import multiprocessing
+
+    make_pool(store, namespace)
+    store.create({"apiVersion": IPAM_API, "kind": "IPClaim", "metadata": {"name": "contested", "namespace": namespace},
+                  "spec": {"pool": {"name": "pool"}}})
+    barrier, results = multiprocessing.Barrier(8), multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_reconcile_in_a_process,
+                                       args=(store_options["store_path"], namespace, barrier, results))
+               for _worker in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    got = {results.get(timeout=5) for _worker in workers}
+    assert got == {"192.168.10.10"}
+    assert addresses(store, namespace) == ["192.168.10.10"]

@@ -32,6 +32,8 @@ ADDRESS_FINALIZER = "ipaddress.ipam.metal3.io"
 CAPI_CLAIM_FINALIZER = "ipam.metal3.io/ipaddressclaim"
 CAPI_ADDRESS_FINALIZER = "ipam.metal3.io/ipaddress"
 REQUESTED_ADDRESS_ANNOTATION = "ipAddress"
+# The address a claim holds or is taking, written on it before its IPAddress is created.
+ADDRESS_ANNOTATION = "ipam.metal3.io/ip-address"
 POOL_LABEL = "ipam.metal3.io/pool-name"
 CLAIM_LABEL = "ipam.metal3.io/claim-name"
 
@@ -192,14 +194,27 @@ def _describe_selection(labels: dict[str, str]) -> str:
 
 # -- allocation -----------------------------------------------------------------------------------
 
-def _owned_address(store: Store, claim: _Claim, pool_namespace: str) -> Object | None:
-    """The IPAddress this claim already holds: what makes a second reconcile return the same address."""
-    for address in store.list(IPAM_API, "IPAddress", pool_namespace, f"{CLAIM_LABEL}={label_value(claim.name)}"):
-        owner = address["spec"].get("claim") or {}
-        if owner.get("name") == claim.name and owner.get("kind", claim.kind) == claim.kind \
-                and (owner.get("namespace") or pool_namespace) == claim.namespace:
-            return address
-    return None
+def _owned_by(address: Object, claim: _Claim) -> bool:
+    owner = address["spec"].get("claim") or {}
+    return owner.get("name") == claim.name and owner.get("kind", claim.kind) == claim.kind \
+        and (owner.get("namespace") or address["metadata"]["namespace"]) == claim.namespace
+
+
+def _reserved_address(claim: _Claim) -> str | None:
+    return (claim.obj["metadata"].get("annotations") or {}).get(ADDRESS_ANNOTATION)
+
+
+def _held_address(store: Store, claim: _Claim, pool: Pool, pool_namespace: str) -> Object | None:
+    """The IPAddress the claim holds, found by the address its annotation reserves: a consistent GET, never a
+    list (a list by label costs a scan, and on kube-apiserver up to 100 ms waiting for its watch cache)."""
+    reserved = _reserved_address(claim)
+    if not reserved:
+        return None
+    try:
+        address = store.get(Ref(IPAM_API, "IPAddress", pool.address_name(reserved), pool_namespace))
+    except NotFound:
+        return None
+    return address if _owned_by(address, claim) else None
 
 
 def _address_object(pool_obj: Object, pool: Pool, claim: _Claim, address: str) -> Object:
@@ -238,45 +253,72 @@ def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: st
         return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
     except AlreadyExists:
         existing = store.get(Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"]))
-        owner = existing["spec"].get("claim") or {}
-        return existing if owner.get("name") == claim.name and owner.get("kind") == claim.kind else None
+        return existing if _owned_by(existing, claim) else None
 
 
-def _choose(store: Store, pool_obj: Object, pool: Pool, claim: _Claim,
-            dry_run: bool) -> tuple[Object | None, str | None]:
-    """Take an address for the claim: the one it asks for, or the next free one. (address, error)."""
-    reserved = pool.pre_allocations.get(claim.name)
-    requested = claim.requested
-    if reserved and requested and ipaddress.ip_address(reserved) != ipaddress.ip_address(requested):
-        return None, CONFLICTING_REQUEST
-    wanted = reserved or requested
-    if wanted:
-        if pool.entry_of(wanted) is None:
-            return None, PRE_ALLOCATED_OUT_OF_BOUNDS if reserved else REQUESTED_NOT_AVAILABLE
-        if requested and not reserved and wanted in pool.pre_allocations.values():
-            return None, REQUESTED_NOT_AVAILABLE
-        address = _take(store, pool_obj, pool, claim, str(ipaddress.ip_address(wanted)), dry_run)
-        return (address, None) if address else (None, REQUESTED_NOT_AVAILABLE)
+class _Candidates:
+    """The addresses a claim may take, in the pool's order: the one it asks for, or the next free ones."""
 
-    in_use = InUse((pool_obj.get("status") or {}).get("inUse"))
-    reserved_offsets = set(pool.reserved_offsets())
-    size = pool.size
-    start = random.randrange(size) if pool.strategy == "random" and size else 0
-    refreshed = False
-    while True:
-        offset = in_use.first_free(size, start, reserved_offsets)
-        if offset is None:
-            if refreshed:
-                return None, EXHAUSTED
+    def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim) -> None:
+        self.store, self.pool_obj, self.pool = store, pool_obj, pool
+        self.in_use = InUse((pool_obj.get("status") or {}).get("inUse"))
+        self.reserved_offsets = set(pool.reserved_offsets())
+        self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
+        self.refreshed = False
+        reserved, requested = pool.pre_allocations.get(claim.name), claim.requested
+        self.wanted: str | None = None
+        self.error: str | None = None
+        if reserved and requested and ipaddress.ip_address(reserved) != ipaddress.ip_address(requested):
+            self.error = CONFLICTING_REQUEST
+        elif reserved or requested:
+            wanted = reserved or requested
+            if pool.entry_of(wanted) is None:
+                self.error = PRE_ALLOCATED_OUT_OF_BOUNDS if reserved else REQUESTED_NOT_AVAILABLE
+            elif requested and not reserved and wanted in pool.pre_allocations.values():
+                self.error = REQUESTED_NOT_AVAILABLE
+            else:
+                self.wanted = str(ipaddress.ip_address(wanted))
+            self.unavailable = REQUESTED_NOT_AVAILABLE
+        else:
+            self.unavailable = EXHAUSTED
+
+    def lost(self, address: str) -> None:
+        """Another claim holds ``address``."""
+        if self.wanted:
+            self.error = self.unavailable
+        offset = self.pool.offset_of(address)
+        if offset is not None:
+            self.in_use.add(offset)
+
+    def next(self) -> str | None:
+        """The next address to try; None (with ``error`` set) when there is none."""
+        if self.error or self.wanted:
+            return None if self.error else self.wanted
+        while True:
+            offset = self.in_use.first_free(self.pool.size, self.start, self.reserved_offsets)
+            if offset is not None:
+                return str(self.pool.address_at(offset)[0])
+            if self.refreshed:
+                self.error = EXHAUSTED
+                return None
             # The index may hold addresses released behind its back: rebuild it from the IPAddresses once.
-            in_use = _in_use_from_addresses(store, pool_obj, pool)
-            refreshed = True
-            continue
-        address, _entry = pool.address_at(offset)
-        taken = _take(store, pool_obj, pool, claim, str(address), dry_run)
-        if taken:
-            return taken, None
-        in_use.add(offset)  # lost the race for this one: the next free one
+            self.in_use = _in_use_from_addresses(self.store, self.pool_obj, self.pool)
+            self.refreshed = True
+
+
+def _reserve(store: Store, claim: _Claim, address: str, dry_run: bool) -> None:
+    """Write on the claim (with its finalizer) the address it is about to take, before taking it.
+
+    A crash between this and the IPAddress's creation leaves a trail the next reconcile follows, never a
+    leak; and two reconciles of one claim meet on this write (resourceVersion-checked: Conflict).
+    """
+    obj = copy.deepcopy(claim.obj)
+    metadata = obj["metadata"]
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), ADDRESS_ANNOTATION: address}
+    if claim.finalizer not in (metadata.get("finalizers") or []):
+        metadata["finalizers"] = [*(metadata.get("finalizers") or []), claim.finalizer]
+    if obj != claim.obj and not dry_run:
+        claim.obj = store.update(obj)
 
 
 def _pool_addresses(store: Store, pool_obj: Object) -> list[Object]:
@@ -303,19 +345,36 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         waiting = f"IPPool {claim.pool.namespace}/{claim.pool.name} not found"
         return Allocation(write_status(None, None, waiting), waiting=waiting)
     pool = parse_pool(pool_obj)
-    existing = _owned_address(store, claim, claim.pool.namespace)
+    existing = _held_address(store, claim, pool, claim.pool.namespace)
     if existing:
         return Allocation(write_status(existing, None, None), address=existing)
     if not pool_obj["metadata"].get("deletionTimestamp"):
         pool_obj = _ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
-    claim.obj = _ensure_finalizer(store, claim.ref, claim.finalizer, dry_run)
-    address, error = _choose(store, pool_obj, pool, claim, dry_run)
-    if address is None:
-        return Allocation(write_status(None, error, None), error=error)
-    offset = pool.offset_of(address["spec"]["address"])
+    candidates = _Candidates(store, pool_obj, pool, claim)
+    # A reservation left by an earlier reconcile (or one running now) is taken first.
+    address_to_take = _reserved_address(claim)
+    while True:
+        if address_to_take is None or pool.entry_of(address_to_take) is None:
+            address_to_take = candidates.next()
+            if address_to_take is None:
+                return Allocation(write_status(None, candidates.error, None), error=candidates.error)
+            try:
+                _reserve(store, claim, address_to_take, dry_run)
+            except Conflict:  # the claim moved: look again at what it now says
+                claim.obj = store.get(claim.ref)
+                if claim.obj["metadata"].get("deletionTimestamp"):
+                    return Allocation(claim.obj)
+                address_to_take = _reserved_address(claim)
+                continue
+        taken = _take(store, pool_obj, pool, claim, address_to_take, dry_run)
+        if taken:
+            break
+        candidates.lost(address_to_take)
+        address_to_take = None
+    offset = pool.offset_of(taken["spec"]["address"])
     if offset is not None:
         _mark(store, claim.pool, lambda _pool, in_use: in_use.add(offset), dry_run)
-    return Allocation(write_status(address, None, None), address=address, changed=True)
+    return Allocation(write_status(taken, None, None), address=taken, changed=True)
 
 
 def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
@@ -326,8 +385,10 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
         return Allocation(claim.obj, waiting=f"waiting for finalizers {', '.join(others)}")
     if claim.finalizer not in finalizers:
         return Allocation(claim.obj, released=True)
-    pool_namespace = claim.pool.namespace if claim.pool else claim.namespace
-    address = _owned_address(store, claim, pool_namespace)
+    address = None
+    if claim.pool:
+        with contextlib.suppress(NotFound):
+            address = _held_address(store, claim, parse_pool(store.get(claim.pool)), claim.pool.namespace)
     if address:
         _remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
         with contextlib.suppress(NotFound):
