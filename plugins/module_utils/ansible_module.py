@@ -12,6 +12,8 @@ def run_module(spec: ModuleSpec) -> None:
     module = AnsibleModule(argument_spec=spec.argument_spec, supports_check_mode=True,
                            **spec.validation_kwargs())
     result = execute(spec, module.params, module.check_mode)
+    if not module._diff:
+        result.pop("diff", None)
     if result.pop("failed", False):
         module.fail_json(**result)
     module.exit_json(**result)

@@ -70,7 +70,7 @@ attributes:
   check_mode:
     support: full
   diff_mode:
-    support: none
+    support: full
 """
 
 EXAMPLES = r"""

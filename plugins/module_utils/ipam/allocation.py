@@ -331,6 +331,12 @@ def _in_use_from_addresses(store: Store, pool_obj: Object, pool: Pool) -> InUse:
     return InUse.of(o for o in offsets if o is not None)
 
 
+def _reserve_fresh(store: Store, claim: _Claim, address: str, dry_run: bool) -> Object:
+    claim.obj = store.get(claim.ref)
+    _reserve(store, claim, address, dry_run)
+    return claim.obj
+
+
 def _allocate(store: Store, claim: _Claim, dry_run: bool,
               write_status: Callable[[Object | None, str | None, str | None], Object]) -> Allocation:
     """The shared steps of both claim kinds, up to an IPAddress held by the claim."""
@@ -353,28 +359,43 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     candidates = _Candidates(store, pool_obj, pool, claim)
     # A reservation left by an earlier reconcile (or one running now) is taken first.
     address_to_take = _reserved_address(claim)
+    reserved = address_to_take is not None
     while True:
         if address_to_take is None or pool.entry_of(address_to_take) is None:
             address_to_take = candidates.next()
             if address_to_take is None:
                 return Allocation(write_status(None, candidates.error, None), error=candidates.error)
-            try:
-                _reserve(store, claim, address_to_take, dry_run)
-            except Conflict:  # the claim moved: look again at what it now says
-                claim.obj = store.get(claim.ref)
-                if claim.obj["metadata"].get("deletionTimestamp"):
-                    return Allocation(claim.obj)
-                address_to_take = _reserved_address(claim)
-                continue
+            if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap
+                try:
+                    _reserve(store, claim, address_to_take, dry_run)
+                    reserved = True
+                except Conflict:  # the claim moved: look again at what it now says
+                    claim.obj = store.get(claim.ref)
+                    if claim.obj["metadata"].get("deletionTimestamp"):
+                        return Allocation(claim.obj)
+                    address_to_take = _reserved_address(claim)
+                    reserved = address_to_take is not None
+                    continue
         taken = _take(store, pool_obj, pool, claim, address_to_take, dry_run)
         if taken:
             break
         candidates.lost(address_to_take)
         address_to_take = None
+    if _reserved_address(claim) != taken["spec"]["address"]:
+        _retry_on_conflict(lambda: _reserve_fresh(store, claim, taken["spec"]["address"], dry_run))
     offset = pool.offset_of(taken["spec"]["address"])
     if offset is not None:
         _mark(store, claim.pool, lambda _pool, in_use: in_use.add(offset), dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
+
+
+def _forget(address: str) -> Callable[[Pool, InUse], None]:
+    def change(pool: Pool, in_use: InUse) -> None:
+        offset = pool.offset_of(address)
+        if offset is not None:
+            in_use.discard(offset)
+
+    return change
 
 
 def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
@@ -385,24 +406,18 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
         return Allocation(claim.obj, waiting=f"waiting for finalizers {', '.join(others)}")
     if claim.finalizer not in finalizers:
         return Allocation(claim.obj, released=True)
-    address = None
-    if claim.pool:
-        with contextlib.suppress(NotFound):
-            address = _held_address(store, claim, parse_pool(store.get(claim.pool)), claim.pool.namespace)
-    if address:
+    pool_namespace = claim.pool.namespace if claim.pool else claim.namespace
+    # Every address the claim owns, not only the one it names: a reconcile that died between taking an
+    # address and recording it may have left one more. Deletion is rare; a list here is affordable.
+    selector = f"{CLAIM_LABEL}={label_value(claim.name)}"
+    owned = [a for a in store.list(IPAM_API, "IPAddress", pool_namespace, selector) if _owned_by(a, claim)]
+    for address in owned:
         _remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
         with contextlib.suppress(NotFound):
             store.delete(Ref.of(address), dry_run=dry_run)
         if claim.pool:
-            released = address["spec"]["address"]
-
-            def forget(pool: Pool, in_use: InUse) -> None:
-                offset = pool.offset_of(released)
-                if offset is not None:
-                    in_use.discard(offset)
-
             with contextlib.suppress(NotFound):
-                _mark(store, claim.pool, forget, dry_run)
+                _mark(store, claim.pool, _forget(address["spec"]["address"]), dry_run)
     _remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
     return Allocation(claim.obj, released=True, changed=True)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    ADDRESS_ANNOTATION,
     CLAIM_FINALIZER,
     IPAM_API,
     NETWORK_NAME_LABEL,
@@ -55,12 +56,18 @@ def claim_present(store: Store, claim: Object, dry_run: bool = False, wait_timeo
         if not allocation.requeue or time.monotonic() >= deadline:
             break
         time.sleep(0.5)
-    return _result(allocation, outcome["changed"] or allocation.changed)
+    result = _result(allocation, outcome["changed"] or allocation.changed)
+    result["diff"] = {
+        "before": {"claim": outcome["diff"]["before"], "address": None if allocation.changed else result["address"]},
+        "after": {"claim": outcome["diff"]["after"], "address": result["address"]},
+    }
+    return result
 
 
 def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
     outcome = ensure_absent(store, ref, dry_run)
     changed = outcome["changed"]
+    held = ((outcome["diff"]["before"].get("metadata") or {}).get("annotations") or {}).get(ADDRESS_ANNOTATION)
     try:
         if store.get(ref)["metadata"].get("deletionTimestamp") and not dry_run:
             allocation = reconcile_ip_claim(store, ref, dry_run)
@@ -68,7 +75,9 @@ def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any
     except NotFound:
         pass
     return {"changed": changed, "claim": {}, "allocated": False, "address": None, "prefix": None,
-            "gateway": None, "dns_servers": [], "ip_address": {}, "pool": {}}
+            "gateway": None, "dns_servers": [], "ip_address": {}, "pool": {},
+            "diff": {"before": {"claim": outcome["diff"]["before"], "address": held} if held or changed else {},
+                     "after": {}}}
 
 
 def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
@@ -86,15 +95,16 @@ def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
 
 def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
     """Ensure the pool (when a definition is given), then rebuild its status from its addresses."""
-    changed = False
+    changed, diff = False, {"before": {}, "after": {}}
     if definition is not None:
-        changed = ensure_present(store, definition, dry_run)["changed"]
+        outcome = ensure_present(store, definition, dry_run)
+        changed, diff = outcome["changed"], outcome["diff"]
     try:
         state = reconcile_ip_pool(store, ref, dry_run)
     except NotFound:
         state = None
     pool = state.pool if state else {}
-    return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}}
+    return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}, "diff": diff}
 
 
 def pool_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
@@ -109,4 +119,4 @@ def pool_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]
     outcome = ensure_absent(store, ref, dry_run)
     if not dry_run:
         reconcile_ip_pool(store, ref, dry_run)
-    return {"changed": outcome["changed"], "pool": {}, "allocations": {}}
+    return {"changed": outcome["changed"], "pool": {}, "allocations": {}, "diff": outcome["diff"]}
