@@ -468,6 +468,560 @@ CRDS = json.loads(r'''
     }
    ]
   }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "baremetalhosts.metal3.io"
+  },
+  "spec": {
+   "group": "metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "BareMetalHost",
+    "listKind": "BareMetalHostList",
+    "plural": "baremetalhosts",
+    "shortNames": [
+     "bmh",
+     "bmhost"
+    ],
+    "singular": "baremetalhost"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.provisioning.state",
+       "name": "State",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.consumerRef.name",
+       "name": "Consumer",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.online",
+       "name": "Online",
+       "type": "boolean"
+      },
+      {
+       "jsonPath": ".status.errorType",
+       "name": "Error",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "architecture": {
+           "type": "string"
+          },
+          "automatedCleaningMode": {
+           "enum": [
+            "metadata",
+            "disabled"
+           ],
+           "type": "string"
+          },
+          "bmc": {
+           "properties": {
+            "address": {
+             "type": "string"
+            },
+            "credentialsName": {
+             "type": "string"
+            },
+            "disableCertificateVerification": {
+             "type": "boolean"
+            }
+           },
+           "required": [
+            "address",
+            "credentialsName"
+           ],
+           "type": "object"
+          },
+          "bootMACAddress": {
+           "pattern": "^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$",
+           "type": "string"
+          },
+          "bootMode": {
+           "enum": [
+            "UEFI",
+            "UEFISecureBoot",
+            "legacy"
+           ],
+           "type": "string"
+          },
+          "consumerRef": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "customDeploy": {
+           "properties": {
+            "method": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "method"
+           ],
+           "type": "object"
+          },
+          "description": {
+           "type": "string"
+          },
+          "disablePowerOff": {
+           "type": "boolean"
+          },
+          "externallyProvisioned": {
+           "type": "boolean"
+          },
+          "hardwareProfile": {
+           "type": "string"
+          },
+          "image": {
+           "properties": {
+            "checksum": {
+             "type": "string"
+            },
+            "checksumType": {
+             "enum": [
+              "md5",
+              "sha256",
+              "sha512",
+              "auto"
+             ],
+             "type": "string"
+            },
+            "format": {
+             "enum": [
+              "raw",
+              "qcow2",
+              "vdi",
+              "vmdk",
+              "live-iso"
+             ],
+             "type": "string"
+            },
+            "ociAuthSecretName": {
+             "type": "string"
+            },
+            "url": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "url"
+           ],
+           "type": "object"
+          },
+          "inspectionMode": {
+           "enum": [
+            "disabled",
+            "agent",
+            "fast"
+           ],
+           "type": "string"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "online": {
+           "type": "boolean"
+          },
+          "preprovisioningNetworkDataName": {
+           "type": "string"
+          },
+          "rootDeviceHints": {
+           "properties": {
+            "deviceName": {
+             "type": "string"
+            },
+            "hctl": {
+             "type": "string"
+            },
+            "minSizeGigabytes": {
+             "minimum": 0,
+             "type": "integer"
+            },
+            "model": {
+             "type": "string"
+            },
+            "rotational": {
+             "type": "boolean"
+            },
+            "serialNumber": {
+             "type": "string"
+            },
+            "vendor": {
+             "type": "string"
+            },
+            "wwn": {
+             "type": "string"
+            },
+            "wwnVendorExtension": {
+             "type": "string"
+            },
+            "wwnWithExtension": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "taints": {
+           "items": {
+            "properties": {
+             "effect": {
+              "type": "string"
+             },
+             "key": {
+              "type": "string"
+             },
+             "timeAdded": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "value": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "key",
+             "effect"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "online"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "errorCount": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "errorMessage": {
+           "type": "string"
+          },
+          "errorType": {
+           "enum": [
+            "provisioned registration error",
+            "registration error",
+            "inspection error",
+            "preparation error",
+            "provisioning error",
+            "power management error",
+            "detach error",
+            "servicing error"
+           ],
+           "type": "string"
+          },
+          "goodCredentials": {
+           "properties": {
+            "credentials": {
+             "properties": {
+              "name": {
+               "type": "string"
+              },
+              "namespace": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "credentialsVersion": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "hardware": {
+           "type": "object",
+           "x-kubernetes-preserve-unknown-fields": true
+          },
+          "hardwareProfile": {
+           "type": "string"
+          },
+          "lastAttemptedImage": {
+           "type": "object",
+           "x-kubernetes-preserve-unknown-fields": true
+          },
+          "lastUpdated": {
+           "format": "date-time",
+           "type": "string"
+          },
+          "operationHistory": {
+           "properties": {
+            "deprovision": {
+             "properties": {
+              "end": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              },
+              "start": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "inspect": {
+             "properties": {
+              "end": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              },
+              "start": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "provision": {
+             "properties": {
+              "end": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              },
+              "start": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "register": {
+             "properties": {
+              "end": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              },
+              "start": {
+               "format": "date-time",
+               "nullable": true,
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "operationalStatus": {
+           "enum": [
+            "",
+            "OK",
+            "discovered",
+            "error",
+            "delayed",
+            "detached",
+            "servicing"
+           ],
+           "type": "string"
+          },
+          "poweredOn": {
+           "type": "boolean"
+          },
+          "provisioning": {
+           "properties": {
+            "ID": {
+             "type": "string"
+            },
+            "bootMode": {
+             "type": "string"
+            },
+            "customDeploy": {
+             "properties": {
+              "method": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "image": {
+             "properties": {
+              "checksum": {
+               "type": "string"
+              },
+              "checksumType": {
+               "type": "string"
+              },
+              "format": {
+               "type": "string"
+              },
+              "url": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "rootDeviceHints": {
+             "type": "object",
+             "x-kubernetes-preserve-unknown-fields": true
+            },
+            "state": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "provisioningFailCount": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "triedCredentials": {
+           "properties": {
+            "credentials": {
+             "properties": {
+              "name": {
+               "type": "string"
+              },
+              "namespace": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "credentialsVersion": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
  }
 ]
 ''')

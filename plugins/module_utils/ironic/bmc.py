@@ -1,0 +1,92 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""BMC addresses → the Ironic driver, interfaces and driver_info, as baremetal-operator maps them.
+
+Credentials enter driver_info here and nowhere else; ``Driver.shown()`` is the form safe to print.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+
+HIDDEN = "******"
+SECRET_KEYS = ("ipmi_password", "redfish_password", "ipmi_username", "redfish_username")
+
+
+@dataclass(frozen=True)
+class Driver:
+    """What Ironic needs to manage a host through its BMC."""
+
+    driver: str
+    driver_info: dict[str, Any]
+    interfaces: dict[str, str] = field(default_factory=dict)
+    needs_provisioning_network: bool = False
+
+    def shown(self) -> dict[str, Any]:
+        """driver_info with the credentials replaced: for output, logs and status."""
+        return {k: (HIDDEN if k in SECRET_KEYS else v) for k, v in self.driver_info.items()}
+
+
+# scheme → (driver, boot interface, the other interfaces, needs a provisioning network)
+_REDFISH_INTERFACES = {"firmware_interface": "redfish", "raid_interface": "redfish", "inspect_interface": "redfish",
+                       "management_interface": "redfish", "power_interface": "redfish"}
+_IDRAC_INTERFACES = {"bios_interface": "idrac-redfish", "management_interface": "idrac-redfish",
+                     "power_interface": "idrac-redfish", "raid_interface": "idrac-redfish",
+                     "vendor_interface": "idrac-redfish"}
+_SCHEMES: dict[str, tuple[str, str, dict[str, str], bool]] = {
+    "ipmi": ("ipmi", "ipxe", {"raid_interface": "no-raid"}, True),
+    "libvirt": ("ipmi", "ipxe", {"raid_interface": "no-raid"}, True),
+    "redfish": ("redfish", "ipxe", _REDFISH_INTERFACES, True),
+    "ilo5-redfish": ("redfish", "ipxe", _REDFISH_INTERFACES, True),
+    "redfish-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES, False),
+    "ilo5-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES, False),
+    "redfish-uefihttp": ("redfish", "redfish-https", _REDFISH_INTERFACES, False),
+    "idrac-redfish": ("idrac", "ipxe", _IDRAC_INTERFACES, True),
+    "idrac-virtualmedia": ("idrac", "idrac-redfish-virtual-media", _IDRAC_INTERFACES, False),
+    # Ours: Ironic's fake-hardware type, for demos and tests without any BMC.
+    "fake": ("fake-hardware", "fake", {"deploy_interface": "fake", "management_interface": "fake",
+                                       "power_interface": "fake", "inspect_interface": "fake",
+                                       "raid_interface": "fake", "bios_interface": "fake",
+                                       "vendor_interface": "fake", "console_interface": "fake"}, False),
+}
+SCHEMES = tuple(sorted({*_SCHEMES, *(f"{s}+{t}" for s in _SCHEMES if s not in ("fake",) for t in ("http", "https"))}))
+
+
+def driver_for(address: str, username: str, password: str, disable_certificate_verification: bool = False,
+               field: str = "spec.bmc.address") -> Driver:
+    """The Ironic driver for a BareMetalHost's BMC address; Invalid names ``field`` when it cannot be read."""
+    if not address:
+        raise Invalid(f"{field}: Required value")
+    text = address if "://" in address else f"ipmi://{address}"  # a bare host[:port] is IPMI, as upstream
+    parts = urlsplit(text)
+    scheme, _plus, transport = parts.scheme.partition("+")
+    if scheme not in _SCHEMES or (transport and (transport not in ("http", "https") or scheme == "fake")):
+        raise Invalid(f"{field}: Unsupported value: {parts.scheme!r}: supported schemes: {', '.join(SCHEMES)}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise Invalid(f"{field}: Invalid value: {address!r}: not a valid port") from None
+    if not host and scheme != "fake":
+        raise Invalid(f"{field}: Invalid value: {address!r}: no host")
+    driver, boot, interfaces, provisioning_network = _SCHEMES[scheme]
+    info: dict[str, Any]
+    if driver == "ipmi":
+        info = {"ipmi_address": host, "ipmi_port": port or 623, "ipmi_username": username, "ipmi_password": password}
+        privilege = parse_qs(parts.query).get("privilegelevel")
+        if privilege:
+            info["ipmi_priv_level"] = privilege[0]
+        if disable_certificate_verification:
+            info["ipmi_verify_ca"] = False
+    elif driver in ("redfish", "idrac"):
+        base = f"{transport or 'https'}://{host}" + (f":{port}" if port else "")
+        info = {"redfish_address": base, "redfish_username": username, "redfish_password": password}
+        if parts.path and parts.path.rstrip("/") not in ("", "/redfish/v1"):
+            info["redfish_system_id"] = parts.path
+        if disable_certificate_verification:
+            info["redfish_verify_ca"] = False
+    else:
+        info = {}
+    return Driver(driver, info, {"boot_interface": boot, **interfaces}, provisioning_network)
