@@ -13,7 +13,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.local impor
 
 pytest_plugins = ["tests.harness.pytest_kube"]
 
-REPO = Path(__file__).resolve().parent.parent
 BACKENDS = ["local", "kubernetes"]
 T = TypeVar("T")
 
