@@ -110,3 +110,18 @@ def test_processes_racing_read_modify_write_lose_no_update(tmp_path: Path):
     with LocalStore(path) as store:
         # A lost update would show as a lower count.
         assert store.get(COUNTER)["data"]["count"] == str(PROCESSES * times)
+
+
+def test_opening_an_existing_store_does_not_wait_for_the_write_lock(tmp_path: Path):
+    import sqlite3
+
+    path = str(tmp_path / "store.db")
+    LocalStore(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    try:
+        with LocalStore(path, busy_timeout=0.2) as store:
+            assert store.list("v1", "ConfigMap", "default") == []
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -83,7 +83,3 @@ def lookup(api_version: str, kind: str) -> KindInfo:
         raise UnknownKind(f"unknown kind {kind!r} in apiVersion {api_version!r}: "
                           f"the local store knows {', '.join(known)}")
     return info
-
-
-def all_kinds() -> list[KindInfo]:
-    return list(_registry().values())

@@ -133,10 +133,9 @@ def _validate_metadata(info: KindInfo, obj: dict[str, Any]) -> list[str]:
             check(value)
         except BadRequest as e:
             problems.append(f"metadata.{field}: Invalid value: {e}")
-    for field in ("finalizers",):
-        value = metadata.get(field)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            problems.append(f"metadata.{field}: Invalid value: must be a list of strings")
+    finalizers = metadata.get("finalizers")
+    if finalizers is not None and (not isinstance(finalizers, list) or not all(isinstance(v, str) for v in finalizers)):
+        problems.append("metadata.finalizers: Invalid value: must be a list of strings")
     for i, ref in enumerate(metadata.get("ownerReferences") or []):
         for required in ("apiVersion", "kind", "name", "uid"):
             if not isinstance(ref, dict) or not ref.get(required):

@@ -268,6 +268,8 @@ class _Candidates:
         reserved, requested = pool.pre_allocations.get(claim.name), claim.requested
         self.wanted: str | None = None
         self.error: str | None = None
+        # What to say when the claim cannot have what it asked for.
+        self.unavailable = REQUESTED_NOT_AVAILABLE if (reserved or requested) else EXHAUSTED
         if reserved and requested and ipaddress.ip_address(reserved) != ipaddress.ip_address(requested):
             self.error = CONFLICTING_REQUEST
         elif reserved or requested:
@@ -278,9 +280,6 @@ class _Candidates:
                 self.error = REQUESTED_NOT_AVAILABLE
             else:
                 self.wanted = str(ipaddress.ip_address(wanted))
-            self.unavailable = REQUESTED_NOT_AVAILABLE
-        else:
-            self.unavailable = EXHAUSTED
 
     def lost(self, address: str) -> None:
         """Another claim holds ``address``."""

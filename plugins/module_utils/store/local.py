@@ -43,6 +43,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
 
 DEFAULT_PATH = "~/.local/share/metal3-baremetal/store.db"
 BUSY_TIMEOUT_SECONDS = 120.0
+SCHEMA_VERSION = 1  # bump when _SCHEMA changes; its statements must stay idempotent (IF NOT EXISTS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -95,10 +96,14 @@ class LocalStore(Store):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            with self._transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
+            # The schema is written once per file, not under the write lock at every open: each module task
+            # opens the store, and parallel playbooks would queue for it.
+            if self._db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                with self._transaction():
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except OSError as e:
             raise Unavailable(f"cannot open the local store {self.path}: {e.strerror or e}") from None
         except sqlite3.Error as e:

@@ -28,10 +28,6 @@ class Ref:
     name: str
     namespace: str = "default"
 
-    @property
-    def group(self) -> str:
-        return split_api_version(self.api_version)[0]
-
     @classmethod
     def of(cls, obj: Object, default_namespace: str = "default") -> Ref:
         metadata = obj.get("metadata") or {}

@@ -79,9 +79,6 @@ class Selector:
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 
-    def __bool__(self) -> bool:
-        return bool(self.requirements)
-
 
 def validate_label_key(key: str) -> None:
     """Raise BadRequest unless ``key`` is a qualified name, as Kubernetes requires of label keys."""
