@@ -34,3 +34,22 @@ def with_store(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def store_options(params: dict[str, Any]) -> dict[str, Any]:
     return {name: params.get(name) for name in STORE_ARG_SPEC}
+
+
+# Ironic: documented once in the metal3.baremetal.ironic doc fragment. Env names are openstacksdk's
+# (OS_CLOUD) and baremetal-operator's (IRONIC_ENDPOINT, PROVISIONING_LIMIT, IRONIC_CLIENT_TIMEOUT).
+IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "ironic_cloud": {"type": "str", "fallback": (env_fallback, ["OS_CLOUD"])},
+    "ironic_url": {"type": "str", "fallback": (env_fallback, ["IRONIC_ENDPOINT"])},
+    "ironic_username": {"type": "str", "fallback": (env_fallback, ["IRONIC_USERNAME"])},
+    "ironic_password": {"type": "str", "no_log": True, "fallback": (env_fallback, ["IRONIC_PASSWORD"])},
+    "ironic_timeout": {"type": "int", "fallback": (env_fallback, ["IRONIC_CLIENT_TIMEOUT"])},
+    "provisioning_limit": {"type": "int", "fallback": (env_fallback, ["PROVISIONING_LIMIT"])},
+}
+
+
+def with_ironic(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A module's own argument spec plus the store and Ironic options."""
+    full = with_store(spec)
+    full.update(copy.deepcopy(IRONIC_ARG_SPEC))
+    return full

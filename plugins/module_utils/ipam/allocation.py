@@ -23,6 +23,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
+    ensure_finalizer,
+    remove_finalizer,
+    retry_on_conflict,
+    set_condition,
+)
 
 IPAM_API = "ipam.metal3.io/v1alpha1"
 CAPI_IPAM_API = "ipam.cluster.x-k8s.io/v1beta1"
@@ -98,43 +104,6 @@ class _Claim:
         return Ref.of(self.obj)
 
 
-def _retry_on_conflict(write: Callable[[], Object], attempts: int = 50) -> Object:
-    """Run a read-modify-write until it lands; the store's resourceVersion check makes it safe."""
-    for _attempt in range(attempts - 1):
-        try:
-            return write()
-        except Conflict:
-            continue
-    return write()
-
-
-def _ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool) -> Object:
-    def write() -> Object:
-        obj = store.get(ref)
-        finalizers = obj["metadata"].get("finalizers") or []
-        if finalizer in finalizers or obj["metadata"].get("deletionTimestamp"):
-            return obj
-        obj["metadata"]["finalizers"] = [*finalizers, finalizer]
-        return store.update(obj, dry_run=dry_run)
-
-    return _retry_on_conflict(write)
-
-
-def _remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool) -> None:
-    def write() -> Object:
-        try:
-            obj = store.get(ref)
-        except NotFound:
-            return {}
-        finalizers = obj["metadata"].get("finalizers") or []
-        if finalizer not in finalizers:
-            return obj
-        obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-        return store.update(obj, dry_run=dry_run) or {}
-
-    _retry_on_conflict(write)
-
-
 def _mark(store: Store, pool_ref: Ref, change: Callable[[Pool, InUse], None], dry_run: bool) -> None:
     """Record offsets in (or out of) the pool's in-use index, against concurrent writers."""
     def write() -> Object:
@@ -148,7 +117,7 @@ def _mark(store: Store, pool_ref: Ref, change: Callable[[Pool, InUse], None], dr
         pool_obj["status"] = {**status, "inUse": encoded, "lastUpdated": now()}
         return store.update_status(pool_obj, dry_run=dry_run)
 
-    _retry_on_conflict(write)
+    retry_on_conflict(write)
 
 
 def label_value(name: str) -> str:
@@ -354,7 +323,7 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     if existing:
         return Allocation(write_status(existing, None, None), address=existing)
     if not pool_obj["metadata"].get("deletionTimestamp"):
-        pool_obj = _ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
+        pool_obj = ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
     candidates = _Candidates(store, pool_obj, pool, claim)
     # A reservation left by an earlier reconcile (or one running now) is taken first.
     address_to_take = _reserved_address(claim)
@@ -381,7 +350,7 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         candidates.lost(address_to_take)
         address_to_take = None
     if _reserved_address(claim) != taken["spec"]["address"]:
-        _retry_on_conflict(lambda: _reserve_fresh(store, claim, taken["spec"]["address"], dry_run))
+        retry_on_conflict(lambda: _reserve_fresh(store, claim, taken["spec"]["address"], dry_run))
     offset = pool.offset_of(taken["spec"]["address"])
     if offset is not None:
         _mark(store, claim.pool, lambda _pool, in_use: in_use.add(offset), dry_run)
@@ -411,13 +380,13 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
     selector = f"{CLAIM_LABEL}={label_value(claim.name)}"
     owned = [a for a in store.list(IPAM_API, "IPAddress", pool_namespace, selector) if _owned_by(a, claim)]
     for address in owned:
-        _remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
+        remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
         with contextlib.suppress(NotFound):
             store.delete(Ref.of(address), dry_run=dry_run)
         if claim.pool:
             with contextlib.suppress(NotFound):
                 _mark(store, claim.pool, _forget(address["spec"]["address"]), dry_run)
-    _remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
+    remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
     return Allocation(claim.obj, released=True, changed=True)
 
 
@@ -470,7 +439,7 @@ def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, 
         obj["status"] = status
         return store.update_status(obj, dry_run=dry_run)
 
-    return _retry_on_conflict(write)
+    return retry_on_conflict(write)
 
 
 # -- Cluster API IPAddressClaim -------------------------------------------------------------------
@@ -520,7 +489,7 @@ def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: 
 
 def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
     ref = Ref(CAPI_IPAM_API, "IPAddress", claim.name, claim.namespace)
-    _remove_finalizer(store, ref, CAPI_ADDRESS_FINALIZER, dry_run)
+    remove_finalizer(store, ref, CAPI_ADDRESS_FINALIZER, dry_run)
     with contextlib.suppress(NotFound):
         store.delete(ref, dry_run=dry_run)
 
@@ -536,11 +505,8 @@ def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None
     def write() -> Object:
         obj = store.get(claim.ref)
         status = copy.deepcopy(obj.get("status") or {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
-        previous = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-        same = all(previous.get(k) == condition[k] for k in ("status", "reason", "message"))
-        ready = {**condition, "lastTransitionTime": previous.get("lastTransitionTime") if same else now()}
-        status["conditions"] = [*conditions, ready]
+        status["conditions"] = set_condition(status.get("conditions"), "Ready", condition["status"],
+                                             condition["reason"], condition["message"])
         if address:
             status["addressRef"] = {"name": claim.name}
         else:
@@ -550,7 +516,7 @@ def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None
         obj["status"] = status
         return store.update_status(obj, dry_run=dry_run)
 
-    return _retry_on_conflict(write)
+    return retry_on_conflict(write)
 
 
 # -- IPPool ---------------------------------------------------------------------------------------
@@ -585,15 +551,15 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         current["status"] = {**status, "lastUpdated": now()}
         return store.update_status(current, dry_run=dry_run)
 
-    pool_obj = _retry_on_conflict(write)
+    pool_obj = retry_on_conflict(write)
     allocations = (pool_obj.get("status") or {}).get("allocations") or {}
     if pool_obj["metadata"].get("deletionTimestamp"):
         if allocations:
             return PoolState(pool_obj, allocations, waiting=f"IPPool {ref.name} still has {len(allocations)} "
                                                             "allocations; delete their claims first")
-        _remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
+        remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
         return PoolState(pool_obj, {}, removed=True)
-    pool_obj = _ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
+    pool_obj = ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
     return PoolState(pool_obj, allocations)
 
 

@@ -113,3 +113,10 @@ def hide_secret_data(obj: Object) -> Object:
         if isinstance(shown.get(field), dict):
             shown[field] = {key: HIDDEN for key in shown[field]}
     return shown
+
+
+def secret_values(secret: Object) -> dict[str, str]:
+    """A Secret's values, decoded (stringData as well, for a Secret not yet folded)."""
+    values = {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
+    values.update({key: str(value) for key, value in (secret.get("stringData") or {}).items()})
+    return values

@@ -1,0 +1,37 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  ironic_cloud:
+    description:
+      - The openstacksdk cloud (an entry of C(clouds.yaml)) of the Ironic to use, as the metal3.baremetal.ironic
+        role writes it.
+      - When not set, E(OS_CLOUD), else C(metal3). E(OS_CLIENT_CONFIG_FILE) names another clouds.yaml.
+      - Ignored when O(ironic_url) is set.
+    type: str
+  ironic_url:
+    description:
+      - Ironic's API endpoint, instead of a cloud, for example C(http://127.0.0.1:6385).
+      - Default from E(IRONIC_ENDPOINT).
+    type: str
+  ironic_username:
+    description:
+      - HTTP basic user for O(ironic_url); without it, no authentication. Default from E(IRONIC_USERNAME).
+    type: str
+  ironic_password:
+    description: HTTP basic password for O(ironic_url). Default from E(IRONIC_PASSWORD).
+    type: str
+  ironic_timeout:
+    description: Seconds to wait for an answer from Ironic. Default from E(IRONIC_CLIENT_TIMEOUT), else 30.
+    type: int
+  provisioning_limit:
+    description:
+      - How many hosts may inspect, provision or deprovision at once (counted on Ironic, virtual-media boots
+        excepted); others wait with C(operationalStatus=delayed), as upstream's E(PROVISIONING_LIMIT).
+      - Default from E(PROVISIONING_LIMIT), else 20.
+    type: int
+"""

@@ -1,0 +1,205 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Ironic through openstacksdk: the few calls a BareMetalHost reconcile makes, and their errors.
+
+openstacksdk is imported on first use (~0.3 s), so hosts that never reach Ironic
+(paused, unmanaged) cost nothing. Every openstacksdk error leaves this module as
+IronicUnavailable (Ironic does not answer: nothing should be written) or
+IronicError (Ironic answered and refused: the host records it).
+"""
+from __future__ import annotations
+
+import os
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Unavailable
+
+# Ironic provision states in which a node is busy with inspect, clean, deploy or undeploy: what
+# upstream's PROVISIONING_LIMIT counts (ironic.go HasCapacity).
+BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deploying", "wait call-back", "deleting")
+VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
+NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
+               "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
+               "deploy_interface", "boot_interface", "automated_clean")
+
+
+class IronicUnavailable(Unavailable):
+    """Ironic did not answer (down, unreachable, timing out)."""
+
+
+class IronicError(BadRequest):
+    """Ironic answered and refused the request; the message is Ironic's."""
+
+    def __init__(self, message: str, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class IronicOptions:
+    """Where Ironic is: a clouds.yaml cloud, or an endpoint with HTTP basic credentials (or none)."""
+
+    cloud: str | None = None
+    endpoint: str | None = None
+    username: str | None = None
+    password: str | None = None
+    timeout: float = 30.0
+    provisioning_limit: int = 20
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> IronicOptions:
+        return cls(cloud=params.get("ironic_cloud"), endpoint=params.get("ironic_url"),
+                   username=params.get("ironic_username"), password=params.get("ironic_password"),
+                   timeout=float(params.get("ironic_timeout") or 30),
+                   provisioning_limit=int(params.get("provisioning_limit") or 20))
+
+    def describe(self) -> str:
+        return self.endpoint or f"cloud {self.cloud or os.environ.get('OS_CLOUD') or 'metal3'!r}"
+
+
+Node = dict[str, Any]
+
+
+class Ironic:
+    """The Ironic calls of a reconcile; nodes come back as plain dicts of NODE_FIELDS."""
+
+    def __init__(self, options: IronicOptions, dry_run: bool = False):
+        self.options = options
+        self.dry_run = dry_run  # check mode: read Ironic, change nothing
+        self._conn: Any = None
+
+    @property
+    def _baremetal(self) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn.baremetal
+
+    def _connect(self) -> Any:
+        try:
+            import openstack
+        except ImportError:
+            raise BadRequest("Ironic: the Python library 'openstacksdk' is needed on the controller "
+                             "(pip install openstacksdk)") from None
+        opts = self.options
+        # No baremetal_api_version: openstacksdk negotiates the newest both sides speak (firmware_interface
+        # needs 1.86; upstream's floor for an external Ironic is 1.81).
+        settings: dict[str, Any] = {"api_timeout": opts.timeout}
+        try:
+            if opts.endpoint:
+                if opts.username:
+                    settings.update(auth_type="http_basic", auth={"endpoint": opts.endpoint, "username": opts.username,
+                                                                  "password": opts.password or ""})
+                else:
+                    settings.update(auth_type="none", auth={"endpoint": opts.endpoint})
+                return openstack.connect(load_yaml_config=False, load_envvars=False, **settings)
+            return openstack.connect(cloud=opts.cloud or os.environ.get("OS_CLOUD") or "metal3", **settings)
+        except Exception as e:  # openstacksdk's config errors: no such cloud, unreadable clouds.yaml
+            raise BadRequest(f"Ironic: cannot use {opts.describe()}: {_first_line(e)}") from None
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """openstacksdk's baremetal proxy ``method``; the proxy is made here, as making it may reach Ironic."""
+        from openstack import exceptions as sdk
+
+        try:
+            result = getattr(self._baremetal, method)(*args, **kwargs)
+            return list(result) if isinstance(result, types.GeneratorType) else result  # listings are lazy
+        except sdk.NotFoundException:
+            return None
+        except sdk.HttpException as e:
+            if e.status_code is None or e.status_code in (502, 503, 504):
+                raise IronicUnavailable(f"Ironic at {self.options.describe()} did not answer ({what}): "
+                                        f"{_first_line(e)}") from None
+            raise IronicError(f"Ironic refused to {what}: {_ironic_message(e)}", e.status_code) from None
+        except (sdk.SDKException, OSError) as e:
+            raise IronicUnavailable(f"Ironic at {self.options.describe()} did not answer ({what}): "
+                                    f"{_first_line(e)}") from None
+        except Exception as e:  # keystoneauth's ConnectFailure and friends do not derive from SDKException
+            if type(e).__module__.startswith(("keystoneauth1", "requests", "urllib3")):
+                raise IronicUnavailable(f"Ironic at {self.options.describe()} did not answer ({what}): "
+                                        f"{_first_line(e)}") from None
+            raise
+
+    # -- nodes ---------------------------------------------------------------------------------------
+    def get_node(self, name_or_id: str) -> Node | None:
+        node = self._call(f"read node {name_or_id}", "get_node", name_or_id)
+        return _node(node) if node is not None else None
+
+    def node_by_mac(self, mac: str) -> Node | None:
+        ports = list(self._call(f"look up MAC {mac}", "ports", address=mac.lower(),
+                                fields=["node_uuid"]) or [])
+        return self.get_node(ports[0].node_id) if ports else None
+
+    def create_node(self, name: str, driver: str, driver_info: dict[str, Any], interfaces: dict[str, str],
+                    properties: dict[str, Any], mac: str | None, automated_clean: bool) -> Node:
+        if self.dry_run:
+            return {**dict.fromkeys(NODE_FIELDS), "id": "", "name": name, "provision_state": "enroll",
+                    "driver": driver, "driver_info": {}, "properties": properties, **interfaces}
+        node = self._call(f"create node {name}", "create_node", name=name, driver=driver,
+                          driver_info=driver_info, properties=properties, automated_clean=automated_clean,
+                          **interfaces)
+        if mac:
+            self._call(f"create the port {mac} of node {name}", "create_port", node_id=node.id,
+                       address=mac.lower())
+        return _node(node)
+
+    def patch_node(self, node: Node, changes: dict[str, Any]) -> Node:
+        """Set top-level node fields (driver_info, instance_info, deploy_interface, automated_clean...)."""
+        if self.dry_run:
+            return {**node, **changes}
+        patch = [{"op": "add", "path": f"/{key}", "value": value} for key, value in changes.items()]
+        return _node(self._call(f"update node {node['name']}", "patch_node", node["id"], patch))
+
+    def set_provision_state(self, node: Node, target: str, **kwargs: Any) -> None:
+        if self.dry_run:
+            return
+        self._call(f"move node {node['name']} to {target}", "set_node_provision_state", node["id"],
+                   target, **kwargs)
+
+    def set_power_state(self, node: Node, target: str) -> None:
+        """target: 'power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'; does not wait."""
+        if self.dry_run:
+            return
+        self._call(f"set the power of node {node['name']} to {target}", "set_node_power_state",
+                   node["id"], target, wait=False)
+
+    def set_maintenance(self, node: Node, reason: str) -> None:
+        if self.dry_run:
+            return
+        self._call(f"put node {node['name']} in maintenance", "set_node_maintenance", node["id"],
+                   reason)
+
+    def delete_node(self, node: Node) -> None:
+        if self.dry_run:
+            return
+        self._call(f"delete node {node['name']}", "delete_node", node["id"], ignore_missing=True)
+
+    def inventory(self, node: Node) -> dict[str, Any] | None:
+        """What inspection found (Ironic's inventory), or None when it stored none."""
+        return self._call(f"read the inventory of node {node['name']}", "get_node_inventory",
+                          node["id"])
+
+    def nodes_in(self, states: tuple[str, ...]) -> list[Node]:
+        """Nodes in any of ``states``: one listing, filtered here (Ironic filters on one state only)."""
+        nodes = self._call("list nodes", "nodes",
+                           fields=["uuid", "name", "provision_state", "boot_interface"])
+        return [{"id": n.id, "name": n.name, "provision_state": n.provision_state, "boot_interface": n.boot_interface}
+                for n in nodes or [] if n.provision_state in states]
+
+
+def _node(node: Any) -> Node:
+    return {name: getattr(node, name, None) for name in NODE_FIELDS}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def _ironic_message(error: Any) -> str:
+    """Ironic's own words: openstacksdk puts them after the URL in its message."""
+    details = getattr(error, "details", None)
+    if details:
+        return str(details).strip()
+    return _first_line(error)

@@ -1,0 +1,63 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Read-modify-write helpers every reconcile uses: retries on Conflict, finalizers, conditions.
+
+The store's resourceVersion check makes each write safe; these only retry it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now
+
+
+def retry_on_conflict(write: Callable[[], Object], attempts: int = 50) -> Object:
+    """Run a read-modify-write until it lands."""
+    for _attempt in range(attempts - 1):
+        try:
+            return write()
+        except Conflict:
+            continue
+    return write()
+
+
+def ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = False) -> Object:
+    """Add ``finalizer`` unless it is there or the object is being deleted; returns the object."""
+    def write() -> Object:
+        obj = store.get(ref)
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer in finalizers or obj["metadata"].get("deletionTimestamp"):
+            return obj
+        obj["metadata"]["finalizers"] = [*finalizers, finalizer]
+        return store.update(obj, dry_run=dry_run)
+
+    return retry_on_conflict(write)
+
+
+def remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = False) -> None:
+    """Remove ``finalizer``; an object already gone is fine."""
+    def write() -> Object:
+        try:
+            obj = store.get(ref)
+        except NotFound:
+            return {}
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return obj
+        obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
+        return store.update(obj, dry_run=dry_run) or {}
+
+    retry_on_conflict(write)
+
+
+def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: bool | str, reason: str = "",
+                  message: str = "") -> list[dict[str, Any]]:
+    """``conditions`` with the one of ``type_`` set; lastTransitionTime moves only when it changes."""
+    value = status if isinstance(status, str) else ("True" if status else "False")
+    condition = {"type": type_, "status": value, "reason": reason, "message": message}
+    previous = next((c for c in conditions or [] if c.get("type") == type_), {})
+    same = all(previous.get(key) == condition[key] for key in ("status", "reason", "message"))
+    condition["lastTransitionTime"] = previous.get("lastTransitionTime") if same else now()
+    return [*(c for c in conditions or [] if c.get("type") != type_), condition]

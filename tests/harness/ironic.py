@@ -1,0 +1,116 @@
+"""A real Ironic (fake-hardware and redfish) and sushy-tools Redfish BMCs, started with the collection's roles.
+
+Everything lives under build/ironic-lab (git-ignored); the virtualenv holding Ironic and sushy-tools is kept
+between runs (build/ironic-venv), so only the first run pays for the pip install.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.integration.ansible import REPO, ansible_playbook
+
+LAB = REPO / "build" / "ironic-lab"
+VENV = REPO / "build" / "ironic-venv"
+HARNESS_PLAYBOOK = Path(__file__).resolve().parent / "lab.yml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Ironic:
+    base_dir: Path
+    port: int
+    http_port: int
+    cloud: str = "metal3"
+
+    @property
+    def clouds_yaml(self) -> Path:
+        return self.base_dir.parent / f"{self.base_dir.name}-clouds.yaml"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a process needs to reach this Ironic: openstacksdk's clouds.yaml and cloud name."""
+        return {"OS_CLIENT_CONFIG_FILE": str(self.clouds_yaml), "OS_CLOUD": self.cloud}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def credentials(self) -> dict[str, str]:
+        auth = yaml.safe_load(self.clouds_yaml.read_text())["clouds"][self.cloud]["auth"]
+        return {"username": auth["username"], "password": auth["password"]}
+
+    def instance_info(self, node_name: str) -> dict[str, Any]:
+        """A node's instance_info as Ironic stored it (its API hides the config drive; its database does not)."""
+        with sqlite3.connect(self.base_dir / "ironic.sqlite") as db:
+            row = db.execute("SELECT instance_info FROM nodes WHERE name = ?", (node_name,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else {}
+
+    def start(self, **extra: Any) -> None:
+        run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": "started",
+                                                  **self._vars(), **extra}, timeout=900)
+        assert run.ok, run.output[-4000:]
+
+    def stop(self, state: str = "stopped") -> None:
+        ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": state, **self._vars()})
+
+    def _vars(self) -> dict[str, Any]:
+        return {"ironic_base_dir": str(self.base_dir), "ironic_venv": str(VENV), "ironic_api_port": self.port,
+                "ironic_http_port": self.http_port, "ironic_clouds_yaml": str(self.clouds_yaml),
+                "ironic_supervisor": "process"}
+
+
+@dataclass
+class RedfishEmulator:
+    base_dir: Path
+    port: int
+    systems: int = 4
+    username: str = "admin"
+    password: str = "Emul4tor-BMC-pw-7f3a"
+    prefix: str = "node"
+    mac_prefix: str = "00:5c:52:31:3b"
+
+    def start(self) -> None:
+        run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_emulator": True, "redfish_emulator_state": "started",
+                                                  **self._vars()}, timeout=900)
+        assert run.ok, run.output[-4000:]
+
+    def stop(self) -> None:
+        ansible_playbook(HARNESS_PLAYBOOK, {"lab_emulator": True, "redfish_emulator_state": "stopped",
+                                            **self._vars()})
+
+    def address(self, name: str, scheme: str = "redfish+http") -> str:
+        """The BMC address of system ``name`` (sushy-tools finds a fake system by name as well as by UUID)."""
+        return f"{scheme}://127.0.0.1:{self.port}/redfish/v1/Systems/{name}"
+
+    def mac(self, index: int) -> str:
+        return f"{self.mac_prefix}:{index:02x}"
+
+    def system(self, name: str) -> dict[str, Any]:
+        return self._get(f"/redfish/v1/Systems/{name}")
+
+    def _get(self, path: str) -> dict[str, Any]:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
+        manager = urllib.request.HTTPPasswordMgrWithDefaultRealm()
+        manager.add_password(None, f"http://127.0.0.1:{self.port}/", self.username, self.password)
+        opener = urllib.request.build_opener(urllib.request.HTTPBasicAuthHandler(manager))
+        with opener.open(request, timeout=10) as response:
+            return json.load(response)
+
+    def _vars(self) -> dict[str, Any]:
+        return {"redfish_emulator_base_dir": str(self.base_dir), "redfish_emulator_venv": str(VENV),
+                "redfish_emulator_port": self.port, "redfish_emulator_systems": self.systems,
+                "redfish_emulator_username": self.username, "redfish_emulator_password": self.password,
+                "redfish_emulator_name_prefix": self.prefix, "redfish_emulator_mac_prefix": self.mac_prefix}
