@@ -139,8 +139,8 @@ def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], t
         step = reconcile()
         changed = changed or step.changed
         step.changed = changed
-        # A target reached with work left to do at once (the power to apply, say) is taken one step further.
-        reached = (step.state in targets and step.requeue_after != 0.0
+        # A stable state counts once nothing is left to do in it (the power to apply, say).
+        reached = (step.state in targets and (step.requeue_after is None or step.state not in STABLE_STATES)
                    or "settled" in targets and step.requeue_after is None)
         if step.host is None and "deleted" in targets:
             return step, True

@@ -1,0 +1,182 @@
+"""The BareMetalHost engine's pure parts, and its state machine against a scripted Ironic."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+
+# image, boot mode → instance_info (upstream's mapping of BMH image fields)
+INSTANCE_INFO = [
+    ({"url": "http://i/os.qcow2", "checksum": "abc", "format": "qcow2"}, None,
+     {"image_source": "http://i/os.qcow2", "image_disk_format": "qcow2", "image_checksum": "abc"}),
+    ({"url": "http://i/os.img", "checksum": "f" * 64, "checksumType": "sha256"}, "UEFI",
+     {"image_source": "http://i/os.img", "image_os_hash_algo": "sha256", "image_os_hash_value": "f" * 64,
+      "capabilities": {"boot_mode": "uefi"}}),
+    ({"url": "http://i/os.img", "checksum": "http://i/os.img.sha512sum", "checksumType": "sha512"}, "legacy",
+     {"image_source": "http://i/os.img", "image_checksum": "http://i/os.img.sha512sum",
+      "capabilities": {"boot_mode": "bios"}}),
+    ({"url": "http://i/live.iso", "format": "live-iso"}, None, {"boot_iso": "http://i/live.iso"}),
+    ({}, None, {}),
+]
+
+
+@pytest.mark.parametrize(("image", "boot_mode", "expected"), INSTANCE_INFO)
+def test_instance_info(image, boot_mode, expected):
+    assert bmh.instance_info(image, boot_mode) == expected
+
+
+def test_root_device_hints_use_ironics_names():
+    hints = {"deviceName": "/dev/sda", "serialNumber": "S1", "minSizeGigabytes": 200, "rotational": False,
+             "wwnWithExtension": "0x5000"}
+    assert bmh.root_device_hints(hints) == {"name": "/dev/sda", "serial": "S1", "size": ">= 200",
+                                            "rotational": False, "wwn_with_extension": "0x5000"}
+    assert bmh.root_device_hints(None) == {}
+
+
+def test_hardware_details_from_an_inventory_and_from_properties():
+    inventory = {"inventory": {
+        "cpu": {"architecture": "x86_64", "model_name": "Xeon", "frequency": "2400", "count": 16, "flags": ["vmx"]},
+        "memory": {"physical_mb": 65536},
+        "system_vendor": {"manufacturer": "Acme", "product_name": "R1", "serial_number": "SN"},
+        "interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:00:01", "ipv4_address": "10.0.0.5",
+                        "speed_mbps": 25000, "pxe_enabled": True}],
+        "disks": [{"name": "/dev/sda", "size": 480103981056, "rotational": False, "model": "SSD"}],
+        "hostname": "h0"}}
+    details = bmh.hardware_details({"properties": {}}, inventory)
+    assert details["cpu"] == {"arch": "x86_64", "model": "Xeon", "clockMegahertz": 2400.0, "flags": ["vmx"],
+                              "count": 16}
+    assert details["ramMebibytes"] == 65536 and details["hostname"] == "h0"
+    assert details["nics"][0]["speedGbps"] == 25 and details["nics"][0]["pxe"] is True
+    assert details["storage"][0]["sizeBytes"] == 480103981056
+    from_properties = bmh.hardware_details({"properties": {"cpus": 4, "memory_mb": 8192, "cpu_arch": "aarch64",
+                                                           "local_gb": 10}}, None)
+    assert from_properties["cpu"]["count"] == 4 and from_properties["cpu"]["arch"] == "aarch64"
+    assert from_properties["storage"] == [{"name": "", "sizeBytes": 10 * 1024 ** 3}]
+
+
+class ScriptedIronic:
+    """Ironic whose every operation completes at once; ``busy`` nodes count against the provisioning limit."""
+
+    def __init__(self, busy: int = 0):
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.busy = busy
+        self.calls: list[str] = []
+
+    def get_node(self, name_or_id):
+        return next((dict(n) for n in self.nodes.values() if name_or_id in (n["id"], n["name"])), None)
+
+    def node_by_mac(self, mac):
+        return next((dict(n) for n in self.nodes.values() if n["mac"] == mac), None)
+
+    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean):
+        node = {"id": f"uuid-{name}", "name": name, "provision_state": "enroll", "target_provision_state": None,
+                "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
+                "instance_info": {}, "driver": driver, "driver_info": driver_info,
+                "properties": properties, "deploy_interface": interfaces.get("deploy_interface"),
+                "boot_interface": "ipxe", "automated_clean": automated_clean, "mac": mac}
+        self.nodes[node["id"]] = node
+        return dict(node)
+
+    def patch_node(self, node, changes):
+        self.nodes[node["id"]].update(changes)
+        return dict(self.nodes[node["id"]])
+
+    TARGETS = {"manage": "manageable", "inspect": "manageable", "provide": "available", "active": "active",
+               "deleted": "available", "adopt": "active"}
+
+    def set_provision_state(self, node, target, **kwargs):
+        self.calls.append(target)
+        self.nodes[node["id"]]["provision_state"] = self.TARGETS[target]
+
+    def set_power_state(self, node, target):
+        self.nodes[node["id"]]["power_state"] = "power off" if "off" in target else "power on"
+
+    def set_maintenance(self, node, reason):
+        self.nodes[node["id"]]["maintenance"] = True
+
+    def delete_node(self, node):
+        self.nodes.pop(node["id"], None)
+
+    def inventory(self, node):
+        return None
+
+    def nodes_in(self, states):
+        return [{"id": f"busy-{i}", "name": f"busy-{i}", "provision_state": "deploying", "boot_interface": "ipxe"}
+                for i in range(self.busy)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LocalStore(str(tmp_path / "store.db")) as opened:
+        yield opened
+
+
+def host(store, name="h", **spec) -> Ref:
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": "ns"},
+                  "stringData": {"username": "u", "password": "p"}})
+    store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": name, "namespace": "ns"},
+                  "spec": {"online": False, "bmc": {"address": "fake://x", "credentialsName": "bmc"}, **spec}})
+    return Ref(bmh.API, bmh.KIND, name, "ns")
+
+
+def settle(store, ironic, ref, limit=20, steps=30):
+    for _ in range(steps):
+        last = bmh.reconcile_host(store, ironic, ref, provisioning_limit=limit)
+        if last.requeue_after is None or last.requeue_after >= bmh.DELAYED:
+            return last
+    raise AssertionError(f"not settled: {last}")
+
+
+def test_a_host_without_bmc_address_is_unmanaged(store):
+    store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": "u", "namespace": "ns"},
+                  "spec": {"online": False}})
+    last = settle(store, ScriptedIronic(), Ref(bmh.API, bmh.KIND, "u", "ns"))
+    assert last.state == "unmanaged" and last.requeue_after is None
+
+
+def test_provisioning_waits_for_a_slot_when_the_limit_is_reached(store):
+    ironic = ScriptedIronic(busy=2)
+    ref = host(store, inspectionMode="disabled", image={"url": "http://i/os.img"})
+    last = settle(store, ironic, ref, limit=2)
+    assert last.state == "available" and last.requeue_after == bmh.DELAYED
+    assert store.get(ref)["status"]["operationalStatus"] == "delayed"
+    ironic.busy = 1
+    last = settle(store, ironic, ref, limit=2)
+    assert last.state == "provisioned" and store.get(ref)["status"]["operationalStatus"] == "OK"
+
+
+def test_registration_errors_back_off_and_clear_once_the_cause_is_gone(store):
+    ironic = ScriptedIronic()
+    ref = host(store)
+    store.delete(Ref("v1", "Secret", "bmc", "ns"))
+    delays = [bmh.reconcile_host(store, ironic, ref).requeue_after for _ in range(4)]
+    assert delays == [5.0, 10.0, 20.0, 40.0]
+    st = store.get(ref)["status"]
+    assert st["errorType"] == "registration error" and st["errorCount"] == 4
+    assert st["errorMessage"] == "spec.bmc.credentialsName: secret ns/bmc not found"
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": "ns"},
+                  "stringData": {"username": "u", "password": "p"}})
+    last = settle(store, ironic, ref)
+    assert last.state == "available" and not last.error and last.host["status"]["errorCount"] == 0
+
+
+def test_wait_for_host_stops_at_the_target_at_a_lasting_error_or_at_the_timeout():
+    def steps(*script):
+        it = iter(script)
+        return lambda: next(it)
+
+    ok = bmh.HostStep({"status": {}}, "provisioned", requeue_after=None)
+    busy = bmh.HostStep({"status": {}}, "provisioning", requeue_after=0.5)
+    stuck = bmh.HostStep({"status": {"errorType": "provisioning error", "errorMessage": "x"}}, "provisioning")
+    slept: list[float] = []
+    powering = bmh.HostStep({"status": {}}, "provisioned", requeue_after=0.5)
+    assert bmh.wait_for_host(steps(busy, busy, powering, ok), ("provisioned",), 10, slept.append) == (ok, True)
+    assert slept == [0.5, 0.5, 0.5]
+    assert bmh.wait_for_host(steps(busy, stuck), ("provisioned",), 10, slept.append)[1] is False
+    assert bmh.wait_for_host(steps(*[busy] * 5), ("provisioned",), 0, slept.append)[1] is False
+    gone = bmh.HostStep(None, "deleting")
+    assert bmh.wait_for_host(steps(busy, gone), ("deleted",), 10, slept.append) == (gone, True)
