@@ -10,11 +10,8 @@ benchmark starts with the test harness). Not part of `make test`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,6 +28,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref  # noqa: E402
+from benchmarks.report import machine, write_section  # noqa: E402
 
 NAMESPACE = "bench"
 
@@ -83,15 +81,6 @@ def run_case(options: dict, claims: int, claimers: int) -> dict:
     }
 
 
-def machine() -> str:
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as info:
-        cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.system()} {platform.release()}, " \
-           f"Python {platform.python_version()}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1,000 claims on the local store only; print")
@@ -124,11 +113,7 @@ def main() -> int:
 
 
 def write_report(rows: list[dict]) -> None:
-    path = REPO / "docs" / "benchmarks.md"
-    header = "# Benchmarks\n\nFigures measured by `benchmarks/`; never part of `make test`.\n"
-    text = path.read_text() if path.exists() else header
-    start, end = "<!-- ipam:start -->", "<!-- ipam:end -->"
-    table = [start, "## IPAM allocation (`benchmarks/ipam/bench.py`)", "",
+    table = ["## IPAM allocation (`benchmarks/ipam/bench.py`)", "",
              f"Machine: {machine()}. Run: {time.strftime('%Y-%m-%d')}, "
              "`.venv/bin/python benchmarks/ipam/bench.py`.", "",
              "Each claim: create an IPClaim, reconcile it to an address (what `ip_claim` does), through the engine, "
@@ -139,14 +124,7 @@ def write_report(rows: list[dict]) -> None:
     for r in rows:
         table.append(f"| {r['backend']} | {r['claims']:,} | {r['claimers']} | {r['per_second']} | {r['p50_ms']} | "
                      f"{r['p95_ms']} | {r['first_ms']} | {r['last_ms']} | {r['duplicates']} |")
-    table.append(end)
-    block = "\n".join(table)
-    if start in text:
-        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
+    write_section("ipam", table)
 
 
 if __name__ == "__main__":

@@ -28,16 +28,20 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
 
 
-def parse_manifests(text: str, where: str) -> list[Object]:
-    """The objects of a (multi-document) YAML text; BadRequest naming ``where`` and the line when malformed."""
+def parse_yaml(text: str, where: str, all_documents: bool = False) -> Any:
+    """YAML (or JSON) text; BadRequest naming ``where`` and the line when malformed."""
     try:
-        documents = list(yaml.safe_load_all(text))
+        return list(yaml.safe_load_all(text)) if all_documents else yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise BadRequest(f"{where}: malformed YAML{line}: {problem}") from None
-    return flatten(documents, where)
+
+
+def parse_manifests(text: str, where: str) -> list[Object]:
+    """The objects of a (multi-document) YAML text."""
+    return flatten(parse_yaml(text, where, all_documents=True), where)
 
 
 def flatten(documents: Iterable[Any], where: str) -> list[Object]:

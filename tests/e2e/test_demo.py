@@ -4,15 +4,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import VENV, free_port
 from tests.integration.ansible import REPO, ansible_playbook
 
 DEMO = REPO / "playbooks" / "demo.yml"
 
-pytestmark = pytest.mark.xdist_group("ironic")  # the lab's Ironic virtualenv is installed by one worker
 
 
 def test_the_demo_provisions_allocates_prints_tables_is_idempotent_and_cleans_up(tmp_path: Path, ironic):

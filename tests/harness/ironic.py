@@ -5,13 +5,15 @@ between runs (build/ironic-venv), so only the first run pays for the pip install
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import socket
 import sqlite3
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -20,6 +22,15 @@ from tests.integration.ansible import REPO, ansible_playbook
 LAB = REPO / "build" / "ironic-lab"
 VENV = REPO / "build" / "ironic-venv"
 HARNESS_PLAYBOOK = Path(__file__).resolve().parent / "lab.yml"
+
+
+@contextmanager
+def installing() -> Iterator[None]:
+    """Serialise start-ups: pytest-xdist workers (and benchmarks) share one virtualenv for Ironic and sushy-tools."""
+    LAB.mkdir(parents=True, exist_ok=True)
+    with open(LAB / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def free_port() -> int:
@@ -59,8 +70,9 @@ class Ironic:
         return json.loads(row[0]) if row and row[0] else {}
 
     def start(self, **extra: Any) -> None:
-        run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": "started",
-                                                  **self._vars(), **extra}, timeout=900)
+        with installing():
+                run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": "started",
+                                                      **self._vars(), **extra}, timeout=900)
         assert run.ok, run.output[-4000:]
 
     def stop(self, state: str = "stopped") -> None:
@@ -83,8 +95,9 @@ class RedfishEmulator:
     mac_prefix: str = "00:5c:52:31:3b"
 
     def start(self) -> None:
-        run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_emulator": True, "redfish_emulator_state": "started",
-                                                  **self._vars()}, timeout=900)
+        with installing():
+            run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_emulator": True, "redfish_emulator_state": "started",
+                                                      **self._vars()}, timeout=900)
         assert run.ok, run.output[-4000:]
 
     def stop(self) -> None:

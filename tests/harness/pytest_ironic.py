@@ -1,10 +1,11 @@
-"""pytest fixtures: one real Ironic and one Redfish emulator per test session (see harness/ironic.py).
+"""pytest fixtures: a real Ironic and a Redfish emulator per test session (see harness/ironic.py).
 
-Tests that use them are marked ``pytest.mark.xdist_group("ironic")``: under ``--dist loadgroup`` they all
-run on one worker, so the session has one Ironic.
+Under pytest-xdist each worker has its own (own directory, own ports); their start-ups take turns, as the
+workers share one virtualenv for Ironic and sushy-tools.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Iterator
 
@@ -12,10 +13,12 @@ import pytest
 
 from tests.harness.ironic import LAB, Ironic, RedfishEmulator, free_port
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 
 @pytest.fixture(scope="session")
 def ironic() -> Iterator[Ironic]:
-    lab = Ironic(LAB / "ironic", free_port(), free_port())
+    lab = Ironic(LAB / f"ironic-{WORKER}", free_port(), free_port())
     lab.stop("absent")  # whatever a previous run left
     shutil.rmtree(lab.base_dir, ignore_errors=True)
     lab.start()
@@ -25,7 +28,7 @@ def ironic() -> Iterator[Ironic]:
 
 @pytest.fixture(scope="session")
 def redfish_emulator() -> Iterator[RedfishEmulator]:
-    emulator = RedfishEmulator(LAB / "emulator", free_port())
+    emulator = RedfishEmulator(LAB / f"emulator-{WORKER}", free_port())
     shutil.rmtree(emulator.base_dir, ignore_errors=True)
     emulator.start()
     yield emulator

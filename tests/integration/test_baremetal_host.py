@@ -17,8 +17,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.harness.ironic import RedfishEmulator, free_port
 
-pytestmark = pytest.mark.xdist_group("ironic")
-
 BMC_PASSWORD = "Bmc-pa55word-9c1e"
 USER_DATA = "#cloud-config\nhostname: worker\n"
 NETWORK_DATA = "links: [{id: eth0, type: phy, ethernet_mac_address: '52:54:00:00:00:01'}]\nnetworks: []\n"
@@ -215,8 +213,7 @@ def local_store(tmp_path):
         yield opened
 
 
-def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, client, redfish_emulator, ironic,
-                                                                  tmp_path):
+def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, client, redfish_emulator, tmp_path):
     """A live ISO on redfish virtual media: a bad URL fails the deploy, the fixed one boots it from CD."""
     images = serve(tmp_path)
     name = redfish_emulator.prefix + "-0"

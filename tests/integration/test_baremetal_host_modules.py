@@ -5,13 +5,9 @@ import base64
 import json
 import textwrap
 
-import pytest
-
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import REPO, free_port
 from tests.integration.ansible import ansible_playbook
-
-pytestmark = pytest.mark.xdist_group("ironic")
 
 PASSWORD = "Hidden-BMC-pw-4d2f91"
 

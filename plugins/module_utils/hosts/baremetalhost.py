@@ -22,18 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import yaml
-
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Conflict, Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import driver_for
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import (
-    BUSY_STATES,
     VIRTUAL_MEDIA_BOOT,
     Ironic,
     IronicError,
     IronicOptions,
     Node,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
@@ -73,6 +71,7 @@ DETACH_ERROR = "detach error"
 POLL = 0.5  # seconds between looks at a node Ironic is working on
 DELAYED = 5.0  # seconds before asking again for a provisioning slot
 BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
+MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 
 ROOT_DEVICE_HINTS = {"deviceName": "name", "hctl": "hctl", "model": "model", "vendor": "vendor",
                      "serialNumber": "serial", "wwn": "wwn", "wwnWithExtension": "wwn_with_extension",
@@ -191,6 +190,7 @@ class _Reconcile:
         self.changed = False
         self.message = ""
         self.node_name = f"{self.ref.namespace}{NODE_NAME_SEPARATOR}{self.ref.name}"
+        self._node: Node | None = None
 
     # -- the frame ------------------------------------------------------------------------------------
     @property
@@ -201,25 +201,34 @@ class _Reconcile:
         if PAUSED_ANNOTATION in self.annotations:
             return HostStep(self.host, self.state, message="paused")
         metadata = self.host["metadata"]
-        if metadata.get("deletionTimestamp"):
-            if FINALIZER not in (metadata.get("finalizers") or []):
-                return HostStep(self.host, self.state, message="being deleted")
-            handler = _Reconcile._delete
-        else:
-            handler = _Reconcile._detach if DETACHED_ANNOTATION in self.annotations else self._HANDLERS[self.state]
-        try:
-            requeue = handler(self)
-        except HostFailure as failure:
-            requeue = self._fail(failure)
-        except IronicError as e:
-            if e.status_code == 409:  # the node is locked by an operation in progress: look again soon
-                requeue, self.message = POLL, str(e)
-            else:  # Ironic refused a call we made: recorded against the current operation
-                requeue = self._fail(HostFailure(self._error_type(), str(e)))
+        if metadata.get("deletionTimestamp") and FINALIZER not in (metadata.get("finalizers") or []):
+            return HostStep(self.host, self.state, message="being deleted")
+        requeue: float | None = 0.0
+        # Transitions that need no waiting (registered → inspecting, inspected → preparing → available...)
+        # are taken in one step, on the node read once: one status write, no extra Ironic round trips.
+        for _transition in range(MAX_TRANSITIONS):
+            try:
+                requeue = self._handler()(self)
+            except HostFailure as failure:
+                requeue = self._fail(failure)
+            except IronicError as e:
+                if e.status_code == 409:  # the node is locked by an operation in progress: look again soon
+                    requeue, self.message = POLL, str(e)
+                else:  # Ironic refused a call we made: recorded against the current operation
+                    requeue = self._fail(HostFailure(self._error_type(), str(e)))
+            if requeue != 0.0 or self.host is None:
+                break
         if self.host is None:  # deleted
             return HostStep(None, DELETING, True, None, self.message or "deleted")
         self._write_status()
         return HostStep(self.host, self.state, self.changed, requeue, self.message)
+
+    def _handler(self) -> Callable[[_Reconcile], float | None]:
+        if self.host["metadata"].get("deletionTimestamp"):
+            return _Reconcile._delete
+        if DETACHED_ANNOTATION in self.annotations:
+            return _Reconcile._detach
+        return self._HANDLERS[self.state]
 
     def _advance(self, state: str, message: str = "") -> float:
         """Move to ``state``: the operation before it succeeded, so its error is cleared."""
@@ -346,9 +355,12 @@ class _Reconcile:
 
     # -- Ironic node ------------------------------------------------------------------------------------
     def _find_node(self) -> Node | None:
-        node_id = self.status["provisioning"].get("ID")
-        node = self.ironic.get_node(node_id) if node_id else None
-        return node or self.ironic.get_node(self.node_name)
+        """The host's node, read once per step: a handler that changes the node ends the step (requeue > 0)."""
+        if self._node is None:
+            node_id = self.status["provisioning"].get("ID")
+            node = self.ironic.get_node(node_id) if node_id else None
+            self._node = node or self.ironic.get_node(self.node_name)
+        return self._node
 
     def _registered_node(self) -> Node | None:
         """The host's node, registered and verified; None while Ironic is still verifying it."""
@@ -374,12 +386,13 @@ class _Reconcile:
             if self.spec.get("architecture"):
                 properties["cpu_arch"] = self.spec["architecture"]
             node = self.ironic.create_node(self.node_name, driver.driver, driver.driver_info, interfaces, properties,
-                                           mac or None, self.spec.get("automatedCleaningMode") != "disabled")
+                                           mac or None, self._automated_clean())
             self._history("register", "start", force=True)
             self.status["triedCredentials"] = credentials
             self.message = f"registered node {node['name']}"
         elif self._bmc_changed(node, driver, credentials):
             node = self.ironic.patch_node(node, {"driver": driver.driver, "driver_info": driver.driver_info})
+            self._node = node
             self.status["triedCredentials"] = credentials
             self.message = f"updated the BMC of node {node['name']}"
         self.status["provisioning"]["ID"] = node["id"]
@@ -413,15 +426,22 @@ class _Reconcile:
         tried = self.status.get("triedCredentials") or self.status.get("goodCredentials")
         return node["driver"] != driver.driver or current != shown or (tried is not None and tried != credentials)
 
+    def _automated_clean(self) -> bool:
+        return self.spec.get("automatedCleaningMode") != "disabled"
+
+    def _sync_automated_clean(self, node: Node) -> None:
+        """Ironic cleans on provide and undeploy as automatedCleaningMode says (metadata: yes, disabled: no)."""
+        if node["automated_clean"] != self._automated_clean():
+            self.ironic.patch_node(node, {"automated_clean": self._automated_clean()})
+
     def _has_capacity(self, node: Node) -> bool:
         if node["boot_interface"] in VIRTUAL_MEDIA_BOOT:
             return True
-        busy = [n for n in self.ironic.nodes_in(BUSY_STATES) if n["id"] != node["id"]
-                and n["boot_interface"] not in VIRTUAL_MEDIA_BOOT]
-        if len(busy) < self.limit:
+        granted, busy = self.ironic.take_provisioning_slot(self.limit)
+        if granted:
             return True
         self.status["operationalStatus"] = "delayed"
-        self.message = f"delayed: {len(busy)} hosts are busy (provisioning limit {self.limit})"
+        self.message = f"delayed: {busy} hosts are busy (provisioning limit {self.limit})"
         return False
 
     def _power(self, node: Node) -> float | None:
@@ -531,9 +551,9 @@ class _Reconcile:
             return self._advance(DEPROVISIONING, "image removed")
         state = node["provision_state"]
         if state == "manageable":
-            self.ironic.patch_node(node, {"automated_clean": self.spec.get("automatedCleaningMode") != "disabled"})
+            self._sync_automated_clean(node)
             self.ironic.set_provision_state(node, "provide")
-            self.message = "cleaning" if self.spec.get("automatedCleaningMode") != "disabled" else "providing"
+            self.message = "cleaning" if self._automated_clean() else "providing"
             return POLL
         if state in ("cleaning", "clean wait", "deploying", "wait call-back", "deleting", "verifying"):
             return POLL
@@ -558,8 +578,8 @@ class _Reconcile:
                                               "which provisioning cannot continue from", retry=False)
 
     def _attempted_image(self) -> dict[str, Any]:
-        return {**self._image(), **({"method": self.spec["customDeploy"]["method"]}
-                                     if (self.spec.get("customDeploy") or {}).get("method") else {})}
+        method = (self.spec.get("customDeploy") or {}).get("method")
+        return {**self._image(), **({"method": method} if method else {})}
 
     def _deploy(self, node: Node) -> None:
         driver, _credentials = self._driver()
@@ -599,10 +619,12 @@ class _Reconcile:
                 drive[key] = text
                 continue
             try:
-                parsed = yaml.safe_load(text) or {}
-            except yaml.YAMLError as e:
-                raise HostFailure(PROVISIONING_ERROR, f"spec.{field}: secret {ref['name']} is not YAML or JSON: "
-                                                      f"{str(e).splitlines()[0]}", retry=False) from None
+                parsed = parse_yaml(text, f"spec.{field}: secret {self.ref.namespace}/{ref['name']}") or {}
+            except BadRequest as e:
+                raise HostFailure(PROVISIONING_ERROR, str(e), retry=False) from None
+            if not isinstance(parsed, dict):
+                raise HostFailure(PROVISIONING_ERROR, f"spec.{field}: secret {self.ref.namespace}/{ref['name']} must "
+                                                      f"hold a mapping, not {type(parsed).__name__}", retry=False)
             if key == "meta_data":
                 meta_data.update(parsed)
             else:
@@ -649,7 +671,7 @@ class _Reconcile:
         if state in ("active", "deploy failed", "wait call-back", "adopt failed"):
             if not self._has_capacity(node):
                 return DELAYED
-            self.ironic.patch_node(node, {"automated_clean": self.spec.get("automatedCleaningMode") != "disabled"})
+            self._sync_automated_clean(node)
             self.ironic.set_provision_state(node, "deleted")
             self._history("deprovision", "start")
             self.message = "deprovisioning"

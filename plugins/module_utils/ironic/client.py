@@ -10,9 +10,11 @@ IronicError (Ironic answered and refused: the host records it).
 from __future__ import annotations
 
 import os
+import threading
+import time
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Unavailable
 
@@ -180,16 +182,64 @@ class Ironic:
         return self._call(f"read the inventory of node {node['name']}", "get_node_inventory",
                           node["id"])
 
+    def take_provisioning_slot(self, limit: int) -> tuple[bool, int]:
+        """Whether one more node may start inspecting, cleaning, deploying or undeploying (and the busy count).
+
+        Busy nodes booting from virtual media are not counted, as upstream does not count them.
+        """
+        with _BUSY_LOCK:
+            busy = _BUSY.setdefault(self.options.describe(), _BusyCount())
+        if self.dry_run:
+            return busy.count < limit, busy.count
+        return busy.take(limit, lambda: sum(1 for n in self.nodes_in(BUSY_STATES)
+                                            if n["boot_interface"] not in VIRTUAL_MEDIA_BOOT))
+
     def nodes_in(self, states: tuple[str, ...]) -> list[Node]:
-        """Nodes in any of ``states``: one listing, filtered here (Ironic filters on one state only)."""
-        nodes = self._call("list nodes", "nodes",
-                           fields=["uuid", "name", "provision_state", "boot_interface"])
-        return [{"id": n.id, "name": n.name, "provision_state": n.provision_state, "boot_interface": n.boot_interface}
-                for n in nodes or [] if n.provision_state in states]
+        """Nodes in any of ``states``, filtered by Ironic (one listing per state): few nodes are busy at once,
+        and openstacksdk spends ~15 ms of CPU on each node object it builds, so listing them all is the cost."""
+        found: list[Node] = []
+        for state in states:
+            nodes = self._call("list nodes", "nodes", provision_state=state,
+                               fields=["uuid", "name", "provision_state", "boot_interface"])
+            found += [{"id": n.id, "name": n.name, "provision_state": n.provision_state,
+                       "boot_interface": n.boot_interface} for n in nodes or []]
+        return found
+
+
+class _BusyCount:
+    """How many nodes of one Ironic are busy, shared by the reconciles of one process for ``ttl`` seconds.
+
+    Each start granted in the meantime is added to the count, so a burst of reconciles cannot exceed the
+    limit between two listings (upstream counts afresh each time, and races with its other workers).
+    """
+
+    def __init__(self, ttl: float = 1.0):
+        self.ttl = ttl
+        self.lock = threading.Lock()
+        self.count = 0
+        self.expires = 0.0
+
+    def take(self, limit: int, listing: Callable[[], int]) -> tuple[bool, int]:
+        with self.lock:
+            if time.monotonic() >= self.expires:
+                self.count = listing()
+                self.expires = time.monotonic() + self.ttl
+            if self.count < limit:
+                self.count += 1
+                return True, self.count
+            return False, self.count
+
+
+_BUSY: dict[str, _BusyCount] = {}
+_BUSY_LOCK = threading.Lock()
+
+
+# Ironic's field names where openstacksdk's attributes differ.
+SDK_ATTRIBUTES = {"maintenance": "is_maintenance", "automated_clean": "is_automated_clean_enabled"}
 
 
 def _node(node: Any) -> Node:
-    return {name: getattr(node, name, None) for name in NODE_FIELDS}
+    return {name: getattr(node, SDK_ATTRIBUTES.get(name, name), None) for name in NODE_FIELDS}
 
 
 def _first_line(error: BaseException) -> str:

@@ -104,9 +104,8 @@ class ScriptedIronic:
     def inventory(self, node):
         return None
 
-    def nodes_in(self, states):
-        return [{"id": f"busy-{i}", "name": f"busy-{i}", "provision_state": "deploying", "boot_interface": "ipxe"}
-                for i in range(self.busy)]
+    def take_provisioning_slot(self, limit):
+        return self.busy < limit, self.busy
 
 
 @pytest.fixture
@@ -124,7 +123,7 @@ def host(store, name="h", **spec) -> Ref:
 
 
 def settle(store, ironic, ref, limit=20, steps=30):
-    for _ in range(steps):
+    for _step in range(steps):
         last = bmh.reconcile_host(store, ironic, ref, provisioning_limit=limit)
         if last.requeue_after is None or last.requeue_after >= bmh.DELAYED:
             return last
@@ -153,7 +152,7 @@ def test_registration_errors_back_off_and_clear_once_the_cause_is_gone(store):
     ironic = ScriptedIronic()
     ref = host(store)
     store.delete(Ref("v1", "Secret", "bmc", "ns"))
-    delays = [bmh.reconcile_host(store, ironic, ref).requeue_after for _ in range(4)]
+    delays = [bmh.reconcile_host(store, ironic, ref).requeue_after for _step in range(4)]
     assert delays == [5.0, 10.0, 20.0, 40.0]
     st = store.get(ref)["status"]
     assert st["errorType"] == "registration error" and st["errorCount"] == 4
