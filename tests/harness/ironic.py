@@ -71,7 +71,7 @@ class Ironic:
 
     def start(self, **extra: Any) -> None:
         with installing():
-                run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": "started",
+            run = ansible_playbook(HARNESS_PLAYBOOK, {"lab_ironic": True, "ironic_state": "started",
                                                       **self._vars(), **extra}, timeout=900)
         assert run.ok, run.output[-4000:]
 
