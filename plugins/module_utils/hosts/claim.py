@@ -1,0 +1,173 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Choosing and claiming a BareMetalHost for a consumer (a Metal3Machine), as CAPM3's chooseHost does.
+
+The claim is a resourceVersion-checked update of the host read from the list: if
+anyone changed the host since (another claimer took it), the update fails with
+Conflict and the claimer lists again. So no host ever gets two consumers, whatever
+the number of claimers and processes - the double picks and steals of CAPM3#1004,
+#3189 and #3516 cannot happen. Every later write to a claimed host goes through
+``update_claimed_host``, which refuses a host whose consumer is no longer ours.
+"""
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    API,
+    AVAILABLE,
+    KIND,
+    PAUSED_ANNOTATION,
+    READY,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import selector_from_match
+
+FAILURE_DOMAIN_LABEL = "infrastructure.cluster.x-k8s.io/failure-domain"
+NODE_REUSE_LABEL = "infrastructure.cluster.x-k8s.io/node-reuse"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+UNHEALTHY_ANNOTATIONS = ("capm3.metal3.io/unhealthy", "capi.metal3.io/unhealthy")
+CLAIM_ATTEMPTS = 50
+
+_random = random.SystemRandom()  # upstream picks with crypto/rand
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """Who claims a host: upstream's consumerRef (kind Metal3Machine)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+
+    @classmethod
+    def of(cls, obj: Object) -> Consumer:
+        return cls(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+
+    def ref(self) -> dict[str, str]:
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "namespace": self.namespace}
+
+    def holds(self, host: Object) -> bool:
+        ref = (host.get("spec") or {}).get("consumerRef") or {}
+        theirs = (ref.get("kind"), ref.get("name"), ref.get("namespace", host["metadata"].get("namespace")),
+                  (ref.get("apiVersion") or "").split("/")[0])
+        return theirs == (self.kind, self.name, self.namespace, self.api_version.split("/")[0])
+
+
+@dataclass
+class Selection:
+    """What choosing came to: a host, or why there is none (and whether to look again soon)."""
+
+    host: Object | None
+    reason: str = ""
+    wait: bool = False  # a node-reuse host exists but is not available yet: wait for it, as upstream
+
+
+def host_selector(selector: dict[str, Any] | None) -> str:
+    """spec.hostSelector as a label selector; operators in any case, as upstream lowercases them."""
+    selector = selector or {}
+    spelled = {"in": "In", "notin": "NotIn", "exists": "Exists", "doesnotexist": "DoesNotExist"}
+    expressions = [{**e, "operator": spelled.get(str(e.get("operator", "")).lower(), e.get("operator"))}
+                   for e in selector.get("matchExpressions") or []]
+    return str(selector_from_match(selector.get("matchLabels"), expressions))
+
+
+def exclusion(host: Object, reuse_name: str | None = None) -> str:
+    """Why ``host`` cannot be chosen ('' when it can), as upstream's chooseHost filters."""
+    metadata, spec, status = host["metadata"], host.get("spec") or {}, host.get("status") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    reuse = labels.get(NODE_REUSE_LABEL)
+    if reuse is not None and reuse != reuse_name:
+        return f"kept for node reuse by {reuse}"
+    if reuse is None and spec.get("consumerRef"):
+        return f"consumed by {spec['consumerRef'].get('kind')} {spec['consumerRef'].get('name')}"
+    if metadata.get("deletionTimestamp"):
+        return "being deleted"
+    if status.get("errorMessage"):
+        return f"in error: {status['errorMessage']}"
+    if PAUSED_ANNOTATION in annotations:
+        return "paused"
+    if any(a in annotations for a in UNHEALTHY_ANNOTATIONS):
+        return "unhealthy"
+    return ""
+
+
+def choose_host(hosts: list[Object], consumer: Consumer, failure_domain: str | None = None,
+                strict_failure_domain: bool = False, reuse_name: str | None = None,
+                pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
+    """chooseHost + pickHost over listed hosts: this consumer's host if it has one, else a free one."""
+    for host in hosts:
+        if consumer.holds(host):
+            return Selection(host, "already associated")
+    reusable, free = [], []
+    for host in hosts:
+        if exclusion(host, reuse_name):
+            continue
+        state = ((host.get("status") or {}).get("provisioning") or {}).get("state")
+        if reuse_name and (host["metadata"].get("labels") or {}).get(NODE_REUSE_LABEL) == reuse_name:
+            reusable.append((host, state))
+        elif state in (AVAILABLE, READY):
+            free.append(host)
+    if reusable:  # node-reuse hosts first; one that is not ready yet is waited for, not passed over
+        ready = [host for host, state in reusable if state in (AVAILABLE, READY)]
+        if not ready:
+            return Selection(None, f"waiting for node-reuse host {reusable[0][0]['metadata']['name']}", wait=True)
+        free = ready
+    if failure_domain:
+        in_domain = [h for h in free if (h["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL) == failure_domain]
+        if in_domain or strict_failure_domain:
+            free = in_domain  # soft by default, as upstream: no host in the domain falls back to any host
+    if not free:
+        where = f" in failure domain {failure_domain}" if failure_domain and strict_failure_domain else ""
+        return Selection(None, f"no available host{where} matches")
+    return Selection(pick(free), "chosen")
+
+
+def associate(store: Store, namespace: str, consumer: Consumer, selector: dict[str, Any] | None = None,
+              failure_domain: str | None = None, strict_failure_domain: bool = False,
+              reuse_name: str | None = None, labels: dict[str, str] | None = None,
+              dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
+    """Choose a host and claim it for ``consumer`` (consumerRef, ``labels``, the node-reuse label removed).
+
+    Idempotent: a consumer that holds a host gets it back. Losing a race (Conflict) means listing again.
+    """
+    label_selector = host_selector(selector)
+    for _attempt in range(CLAIM_ATTEMPTS):
+        hosts = store.list(API, KIND, namespace, label_selector or None)
+        selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick)
+        if selection.host is None or consumer.holds(selection.host):
+            return selection
+        host = copy.deepcopy(selection.host)
+        host["spec"]["consumerRef"] = consumer.ref()
+        host_labels = {**(host["metadata"].get("labels") or {}), **(labels or {})}
+        host_labels.pop(NODE_REUSE_LABEL, None)
+        host["metadata"]["labels"] = host_labels
+        try:
+            return Selection(store.update(host, dry_run=dry_run), "claimed")
+        except (Conflict, NotFound):
+            continue  # someone changed the host since we listed it: list again
+    return Selection(None, f"could not claim a host after {CLAIM_ATTEMPTS} attempts", wait=True)
+
+
+def update_claimed_host(store: Store, ref: Ref, consumer: Consumer, change: Callable[[Object], None],
+                        dry_run: bool = False) -> Object:
+    """Apply ``change`` to a host ``consumer`` holds, resourceVersion-checked; Conflict if it is not ours."""
+    for _attempt in range(CLAIM_ATTEMPTS):
+        host = store.get(ref)
+        if not consumer.holds(host):
+            raise Conflict(f"{ref} is not held by {consumer.kind} {consumer.namespace}/{consumer.name}")
+        changed = copy.deepcopy(host)
+        change(changed)
+        if changed == host:
+            return host
+        try:
+            return store.update(changed, dry_run=dry_run)
+        except Conflict:
+            continue
+    raise Conflict(f"{ref}: changed too often while being updated")
