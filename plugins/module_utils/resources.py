@@ -39,6 +39,11 @@ def parse_yaml(text: str, where: str, all_documents: bool = False) -> Any:
         raise BadRequest(f"{where}: malformed YAML{line}: {problem}") from None
 
 
+def dump_yaml(value: Any) -> str:
+    """YAML text of ``value``, keys in their order (rendered cloud-init data, for instance)."""
+    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False)
+
+
 def parse_manifests(text: str, where: str) -> list[Object]:
     """The objects of a (multi-document) YAML text."""
     return flatten(parse_yaml(text, where, all_documents=True), where)

@@ -1,0 +1,66 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: network_data
+short_description: Render a Metal3DataTemplate networkData into OpenStack network_data.json
+version_added: 0.1.0
+author: Metal3 community (@metal3-io)
+description:
+  - Renders the C(networkData) of a Metal3DataTemplate as CAPM3 does - links (ethernets, bonds, vlans),
+    networks (ipv4, ipv6, ipv4DHCP, ipv6DHCP, ipv6SLAAC, with routes) and services (dns, dnsFromIPPool) - into
+    the OpenStack C(network_data.json) form cloud-init reads (C(links), C(networks), C(services)).
+  - Accepts upstream's field names and the spellings of the per-failure-domain feature request (bond
+    C(interfaces), C(bondMiimon), C(bondLACPRate); vlan C(link); route C(to)/C(via)); both render alike.
+  - "Errors name the field, for example C(networkData.links.bonds[0].bondMode: must be one of ...)."
+options:
+  _input:
+    description: The C(networkData) mapping of a Metal3DataTemplate.
+    type: dict
+    required: true
+  addresses:
+    description: Pool name to C({address, prefix, gateway, dnsServers}), as M(metal3.baremetal.ip_claim) returns.
+    type: dict
+    required: true
+  host:
+    description: The BareMetalHost, whose C(status.hardware.nics) give C(fromHostInterface) MAC addresses.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: network_data.json for a host with two bonded NICs
+  ansible.builtin.copy:
+    dest: /tmp/network_data.json
+    mode: "0644"
+    content: >-
+      {{ template.spec.networkData | metal3.baremetal.network_data(
+           {'mgmt': {'address': '192.168.11.10', 'prefix': 24, 'gateway': '192.168.11.1', 'dnsServers': []}},
+           host) | to_nice_json }}
+"""
+
+RETURN = r"""
+_value:
+  description: C({links, networks, services}) in OpenStack network_data.json form.
+  type: dict
+"""
+
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_network_data
+
+
+def network_data(network_data_spec: dict[str, Any], addresses: dict[str, Any],
+                 host: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        return render_network_data(network_data_spec or {}, addresses or {}, host)
+    except StoreError as e:
+        raise AnsibleFilterError(str(e)) from None
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"network_data": network_data}

@@ -1,0 +1,614 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The metaData and networkData of a Metal3DataTemplate, rendered as CAPM3's metal3data_manager.go does.
+
+metaData becomes cloud-init meta_data (a flat mapping of strings); networkData becomes OpenStack's
+network_data.json (``links``, ``networks``, ``services``). Beside upstream's v1beta1 field names the
+renderer reads the v1beta2 names of the metaData pool sources and the shorter spelling of the seed
+documents (bond ``interfaces``, ``bondMiimon``, ``bondLACPRate``; vlan ``link``; route ``to`` and ``via``),
+and renders both spellings alike. Every error is an :class:`Invalid` whose message starts with the path of
+the field at fault.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+
+Addresses = dict[str, dict[str, Any]]
+"""Pool name -> the address claimed from it: ``address``, ``prefix``, ``gateway`` (or None), ``dnsServers``."""
+
+OBJECTS = ("machine", "metal3machine", "baremetalhost")
+LINK_TYPES = ("bridge", "dvs", "hw_veb", "hyperv", "ovs", "tap", "vhostuser", "vif", "phy")
+BOND_MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "balance-tlb", "balance-alb", "802.3ad")
+BOND_XMIT_HASH_POLICIES = ("layer2", "layer3+4", "layer2+3")
+# The seed's bond fields that stand for one bond parameter each.
+BOND_PARAMETER_FIELDS = {"bondMiimon": "miimon", "bondLACPRate": "lacp_rate", "bondUpdelay": "updelay",
+                         "bondDowndelay": "downdelay"}
+# Keys a bond parameter may never set: upstream always writes them, so a parameter would override a checked field.
+BOND_RESERVED_KEYS = ("bond_mode", "bond_links", "bond_xmit_hash_policy")
+MAC_ADDRESS = re.compile(r"([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})")
+LINK_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9._-]*")
+LINK_NAME_MAX = 15  # IFNAMSIZ - 1
+MTU_RANGE = (1280, 9000)
+VLAN_ID_RANGE = (0, 4096)
+
+# metaData pool sources, v1beta1 and v1beta2 names -> the field of the pool's address each renders.
+META_DATA_POOL_SOURCES = {
+    "ipAddressesFromIPPool": "address", "ipAddressesFromPool": "address",
+    "prefixesFromIPPool": "prefix", "prefixesFromPool": "prefix",
+    "gatewaysFromIPPool": "gateway", "gatewaysFromPool": "gateway",
+    "dnsServersFromIPPool": "dnsServers", "dnsServersFromPool": "dnsServers",
+}
+POOL_ITEM_FIELDS = ("name", "apiGroup", "kind")
+
+# networkData.networks kinds -> (network_data.json type, IP version); ipv4 and ipv6 take an address from a pool.
+NETWORK_KINDS = {"ipv4": ("ipv4", 4), "ipv6": ("ipv6", 6), "ipv4DHCP": ("ipv4_dhcp", 4),
+                 "ipv6DHCP": ("ipv6_dhcp", 6), "ipv6SLAAC": ("ipv6_slaac", 6)}
+STATIC_NETWORKS = ("ipv4", "ipv6")
+STATIC_NETWORK_FIELDS = ("id", "link", "routes", "ipAddressFromIPPool", "fromPoolRef", "fromPoolAnnotation")
+DYNAMIC_NETWORK_FIELDS = ("id", "link", "routes")
+ROUTE_FIELDS = ("network", "prefix", "gateway", "services", "to", "via")
+GATEWAY_FIELDS = ("string", "fromIPPool", "fromPoolRef", "fromPoolAnnotation")
+SERVICES_FIELDS = ("dns", "dnsFromIPPool")
+MAC_ADDRESS_FIELDS = ("string", "fromHostInterface", "fromAnnotation")
+ETHERNET_FIELDS = ("type", "id", "mtu", "macAddress", "name")
+BOND_FIELDS = ("id", "type", "bondMode", "bondXmitHashPolicy", "bondLinks", "interfaces", "mtu", "macAddress", "name",
+               "parameters", *BOND_PARAMETER_FIELDS)
+VLAN_FIELDS = ("id", "type", "vlanID", "vlanLink", "link", "mtu", "macAddress", "name")
+
+
+class PoolRef(NamedTuple):
+    """Where a template names a pool: by ``name``, or by an ``annotation`` ({object, annotation}) of an object."""
+
+    path: str
+    name: str | None = None
+    annotation: dict[str, str] | None = None
+
+
+# -- public API ---------------------------------------------------------------------------------------------
+
+def normalize_template_spec(spec: dict) -> dict:
+    """``{"metaData", "networkData"}`` of a Metal3DataTemplate spec, upstream's or the seed's (under ``template``).
+
+    A part the template does not set is an empty mapping.
+    """
+    spec = _mapping(spec, "spec")
+    template = _mapping(spec.get("template"), "spec.template")
+    normalized: dict[str, Any] = {}
+    for part in ("metaData", "networkData"):
+        outer, inner = spec.get(part), template.get(part)
+        if outer is not None and inner is not None and outer != inner:
+            raise Invalid(f"spec.template.{part}: differs from spec.{part}; set one of them")
+        normalized[part] = (outer if outer is not None else inner) or {}
+    return normalized
+
+
+def referenced_pools(template_spec: dict) -> list[str]:
+    """The pools a template names directly, sorted; those named by an annotation need :func:`pool_names`."""
+    return sorted({ref.name for ref in _pool_refs(normalize_template_spec(template_spec)) if ref.name is not None})
+
+
+def pool_names(template_spec: dict, objects: dict[str, dict] | None = None) -> list[str]:
+    """Every pool a template names, sorted, reading ``fromPoolAnnotation`` from the annotations of ``objects``."""
+    objects = objects or {}
+    return sorted({_pool_name(ref, objects) for ref in _pool_refs(normalize_template_spec(template_spec))})
+
+
+def render_network_data(network_data: dict, addresses: Addresses, host: dict | None = None,
+                        objects: dict[str, dict] | None = None) -> dict:
+    """OpenStack network_data.json of a template's networkData, with the addresses claimed from its pools."""
+    network_data = _fields(network_data, "networkData", ("links", "networks", "services"))
+    objects = dict(objects or {})
+    if host is None:
+        host = objects.get("baremetalhost")
+    elif objects.get("baremetalhost") is None:
+        objects["baremetalhost"] = host
+    addresses = addresses or {}
+    return {
+        "links": _links(network_data.get("links"), host, objects),
+        "networks": _networks(network_data.get("networks"), addresses, objects),
+        "services": _dns_services(network_data.get("services"), "networkData.services", addresses, objects),
+    }
+
+
+def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addresses: Addresses,
+                     namespace: str) -> dict[str, str]:
+    """cloud-init meta_data of a template's metaData for the Metal3Data of ``index`` in ``namespace``."""
+    objects = objects or {}
+    addresses = addresses or {}
+    index = _integer(index, "index", 0)
+
+    def from_host_interface(item: dict, path: str) -> str:
+        host = objects.get("baremetalhost")
+        if item.get("fromBootMAC"):
+            if item.get("interface"):
+                raise Invalid(f"{path}.interface: must be empty when fromBootMAC is true")
+            return _boot_mac(host, f"{path}.fromBootMAC")
+        return _nic_mac(host, _string(item, "interface", path), f"{path}.interface")
+
+    def from_pool(field: str) -> Callable[[dict, str], str]:
+        def render(item: dict, path: str) -> str:
+            name = _string(item, "name", path)
+            pool = _pool(addresses, name, path)
+            if field == "prefix":
+                return str(_pool_prefix(pool, name, path, 128))
+            if field == "dnsServers":  # upstream never renders these (CAPM3#3363)
+                return ",".join(str(server) for server in pool.get("dnsServers") or [])
+            return str(pool.get(field) or "")
+        return render
+
+    def from_index(item: dict, path: str) -> str:
+        offset = _integer(item.get("offset", 0), f"{path}.offset")
+        step = _integer(item.get("step"), f"{path}.step") if item.get("step") is not None else 1
+        # upstream reads step 0 as the default 1
+        value = offset + index * (step or 1)
+        return f"{_string(item, 'prefix', path, required=False) or ''}{value}" \
+               f"{_string(item, 'suffix', path, required=False) or ''}"
+
+    def object_name(item: dict, path: str) -> str:
+        return str(_metadata(_object(objects, item.get("object"), f"{path}.object"), "name") or "")
+
+    def from_label(item: dict, path: str) -> str:
+        labels = _metadata(_object(objects, item.get("object"), f"{path}.object"), "labels") or {}
+        return str(labels.get(_string(item, "label", path), ""))
+
+    def from_annotation(item: dict, path: str) -> str:
+        annotations = _metadata(_object(objects, item.get("object"), f"{path}.object"), "annotations") or {}
+        return str(annotations.get(_string(item, "annotation", path), ""))
+
+    def literal(item: dict, path: str) -> str:
+        value = item.get("value")
+        if not isinstance(value, str):
+            raise Invalid(f"{path}.value: must be a string")
+        return value
+
+    # upstream's order; strings come last so they override any other source of the same key
+    sources: list[tuple[str, tuple[str, ...], Callable[[dict, str], str]]] = [
+        ("fromHostInterfaces", ("interface", "fromBootMAC"), from_host_interface),
+        *((source, POOL_ITEM_FIELDS, from_pool(field)) for source, field in META_DATA_POOL_SOURCES.items()),
+        ("indexes", ("offset", "step", "prefix", "suffix"), from_index),
+        ("namespaces", (), lambda _item, _path: str(namespace)),
+        ("objectNames", ("object",), object_name),
+        ("fromLabels", ("object", "label"), from_label),
+        ("fromAnnotations", ("object", "annotation"), from_annotation),
+        ("strings", ("value",), literal),
+    ]
+    meta_data = _fields(meta_data, "metaData", [source for source, _fields_, _render in sources])
+    rendered: dict[str, str] = {}
+    for source, fields, render in sources:
+        for path, item in _items(meta_data.get(source), f"metaData.{source}"):
+            entry = _fields(item, path, ("key", *fields))
+            rendered[_string(entry, "key", path)] = render(entry, path)
+    if objects.get("metal3machine") and objects.get("baremetalhost"):
+        rendered["providerid"] = (f"{namespace}/{_metadata(objects['baremetalhost'], 'name')}/"
+                                  f"{_metadata(objects['metal3machine'], 'name')}")
+    return rendered
+
+
+# -- pools --------------------------------------------------------------------------------------------------
+
+def _pool_refs(spec: dict) -> Iterator[PoolRef]:
+    """Every place the metaData and networkData of a normalized spec name a pool, in upstream's precedence."""
+    meta_data = _mapping(spec.get("metaData"), "metaData")
+    for source in META_DATA_POOL_SOURCES:
+        for path, item in _items(meta_data.get(source), f"metaData.{source}"):
+            yield PoolRef(path, _string(_mapping(item, path), "name", path))
+    network_data = _mapping(spec.get("networkData"), "networkData")
+    networks = _mapping(network_data.get("networks"), "networkData.networks")
+    for kind in NETWORK_KINDS:
+        for path, item in _items(networks.get(kind), f"networkData.networks.{kind}"):
+            network = _mapping(item, path)
+            if kind in STATIC_NETWORKS:
+                yield _network_pool(network, path)
+            for route_path, route_item in _items(network.get("routes"), f"{path}.routes"):
+                route = _mapping(route_item, route_path)
+                gateway = _gateway(route, route_path)
+                if isinstance(gateway, PoolRef):
+                    yield gateway
+                dns = _dns_pool(route.get("services"), f"{route_path}.services")
+                if dns is not None:
+                    yield dns
+    dns = _dns_pool(network_data.get("services"), "networkData.services")
+    if dns is not None:
+        yield dns
+
+
+def _network_pool(network: dict, path: str) -> PoolRef:
+    """The pool of a static network: fromPoolAnnotation, else fromPoolRef, else ipAddressFromIPPool."""
+    if network.get("fromPoolAnnotation") is not None:
+        field = f"{path}.fromPoolAnnotation"
+        return PoolRef(field, annotation=_annotation_ref(network["fromPoolAnnotation"], field))
+    if network.get("fromPoolRef") is not None:
+        return PoolRef(f"{path}.fromPoolRef", _pool_ref_name(network["fromPoolRef"], f"{path}.fromPoolRef"))
+    if network.get("ipAddressFromIPPool") is not None:
+        return PoolRef(f"{path}.ipAddressFromIPPool", _string(network, "ipAddressFromIPPool", path))
+    raise Invalid(f"{path}.ipAddressFromIPPool: required (or fromPoolRef, or fromPoolAnnotation)")
+
+
+def _gateway(route: dict, path: str) -> str | PoolRef:
+    """A route's gateway, literal or the gateway of a pool: string, else fromPoolAnnotation, fromPoolRef, fromIPPool."""
+    if _aliased(route, path, "gateway", "via") == "via":
+        return _string(route, "via", path)
+    field = f"{path}.gateway"
+    gateway = _mapping(route.get("gateway"), field)
+    if gateway.get("string") is not None:
+        return _string(gateway, "string", field)
+    if gateway.get("fromPoolAnnotation") is not None:
+        return PoolRef(f"{field}.fromPoolAnnotation",
+                       annotation=_annotation_ref(gateway["fromPoolAnnotation"], f"{field}.fromPoolAnnotation"))
+    if gateway.get("fromPoolRef") is not None:
+        return PoolRef(f"{field}.fromPoolRef", _pool_ref_name(gateway["fromPoolRef"], f"{field}.fromPoolRef"))
+    if gateway.get("fromIPPool") is not None:
+        return PoolRef(f"{field}.fromIPPool", _string(gateway, "fromIPPool", field))
+    raise Invalid(f"{field}: required, one of string, fromIPPool, fromPoolRef, fromPoolAnnotation")
+
+
+def _dns_pool(services: Any, path: str) -> PoolRef | None:
+    services = _mapping(services, path)
+    if services.get("dnsFromIPPool") is None:
+        return None
+    return PoolRef(f"{path}.dnsFromIPPool", _string(services, "dnsFromIPPool", path))
+
+
+def _annotation_ref(value: Any, path: str) -> dict[str, str]:
+    ref = _fields(value, path, ("object", "annotation"))
+    return {"object": _object_kind(ref.get("object"), f"{path}.object"),
+            "annotation": _string(ref, "annotation", path)}
+
+
+def _pool_ref_name(value: Any, path: str) -> str:
+    # apiGroup and kind pick the IPAM provider; the pool is known by its name alone
+    return _string(_fields(value, path, POOL_ITEM_FIELDS), "name", path)
+
+
+def _pool_name(ref: PoolRef, objects: dict[str, dict]) -> str:
+    if ref.name is not None:
+        return ref.name
+    assert ref.annotation is not None
+    return _annotation_value(objects, ref.annotation, ref.path)
+
+
+def _pool(addresses: Addresses, name: str, path: str) -> dict[str, Any]:
+    pool = addresses.get(name)
+    if not isinstance(pool, dict) or not pool.get("address"):
+        raise Invalid(f"{path}: no address from pool '{name}'")
+    return pool
+
+
+def _pool_prefix(pool: dict, name: str, path: str, bits: int) -> int:
+    prefix = pool.get("prefix")
+    try:
+        return _integer(prefix, path, 0, bits)
+    except Invalid:
+        raise Invalid(f"{path}: pool '{name}' gave the bad prefix {prefix!r}") from None
+
+
+def _pool_address(pool: dict, name: str, path: str, version: int) -> str:
+    address = str(pool["address"])
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.version != version:
+        raise Invalid(f"{path}: pool '{name}' gave {address!r}, not an IPv{version} address")
+    return address
+
+
+# -- networkData --------------------------------------------------------------------------------------------
+
+def _links(value: Any, host: dict | None, objects: dict[str, dict]) -> list[dict[str, Any]]:
+    links = _fields(value, "networkData.links", ("ethernets", "bonds", "vlans"))
+    rendered: list[dict[str, Any]] = []
+    # each link after the links it builds on: ethernets, bonds, vlans
+    for path, item in _items(links.get("ethernets"), "networkData.links.ethernets"):
+        link = _fields(item, path, ETHERNET_FIELDS)
+        entry = {"type": _choice(link, "type", path, LINK_TYPES), "id": _string(link, "id", path),
+                 "mtu": _mtu(link, path),
+                 "ethernet_mac_address": _mac_address(link.get("macAddress"), f"{path}.macAddress", host, objects)}
+        rendered.append(_named(entry, link, path))
+    for path, item in _items(links.get("bonds"), "networkData.links.bonds"):
+        rendered.append(_bond(_fields(item, path, BOND_FIELDS), path, host, objects))
+    for path, item in _items(links.get("vlans"), "networkData.links.vlans"):
+        link = _fields(item, path, VLAN_FIELDS)
+        _fixed_type(link, path, "vlan")
+        entry = {"type": "vlan", "id": _string(link, "id", path), "mtu": _mtu(link, path),
+                 "vlan_link": _string(link, _aliased(link, path, "vlanLink", "link"), path),
+                 "vlan_id": _integer(link.get("vlanID"), f"{path}.vlanID", *VLAN_ID_RANGE)}
+        if link.get("macAddress") is not None:
+            entry["vlan_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
+        rendered.append(_named(entry, link, path))
+    return rendered
+
+
+def _bond(link: dict, path: str, host: dict | None, objects: dict[str, dict]) -> dict[str, Any]:
+    _fixed_type(link, path, "bond")
+    entry: dict[str, Any] = {"type": "bond", "id": _string(link, "id", path), "mtu": _mtu(link, path),
+                             "bond_mode": _choice(link, "bondMode", path, BOND_MODES),
+                             "bond_links": _bond_links(link, path)}
+    if link.get("bondXmitHashPolicy") is not None:
+        entry["bond_xmit_hash_policy"] = _choice(link, "bondXmitHashPolicy", path, BOND_XMIT_HASH_POLICIES)
+    if link.get("macAddress") is not None:
+        entry["ethernet_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
+    _named(entry, link, path)
+    for parameter_path, name, value in _bond_parameters(link, path):
+        key = f"bond_{name}"
+        if key in entry or key in BOND_RESERVED_KEYS:  # upstream: "illegal params"
+            raise Invalid(f"{parameter_path}: illegal params: {key} is already set")
+        entry[key] = value
+    return entry
+
+
+def _bond_links(link: dict, path: str) -> list[str]:
+    field = _aliased(link, path, "bondLinks", "interfaces")
+    links = link.get(field)
+    if links is None:
+        raise Invalid(f"{path}.{field}: required")
+    if not isinstance(links, list) or not links or not all(isinstance(i, str) and i for i in links):
+        raise Invalid(f"{path}.{field}: must be a non-empty list of link ids")
+    return list(links)
+
+
+def _bond_parameters(link: dict, path: str) -> list[tuple[str, str, Any]]:
+    """(path, name, value) of every bond parameter: the seed's bond fields, then ``parameters``."""
+    parameters = [(f"{path}.{field}", name, link[field])
+                  for field, name in BOND_PARAMETER_FIELDS.items() if link.get(field) is not None]
+    if isinstance(link.get("parameters"), dict):  # v1beta1 writes them as a mapping
+        for name, value in link["parameters"].items():
+            if not isinstance(name, str) or not name:
+                raise Invalid(f"{path}.parameters: parameter names must be strings")
+            parameters.append((f"{path}.parameters.{name}", name, value))
+        return parameters
+    for item_path, item in _items(link.get("parameters"), f"{path}.parameters"):
+        parameter = _fields(item, item_path, ("name", "value"))
+        if parameter.get("value") is None:
+            raise Invalid(f"{item_path}.value: required")
+        parameters.append((f"{item_path}.name", _string(parameter, "name", item_path), parameter["value"]))
+    return parameters
+
+
+def _mac_address(value: Any, path: str, host: dict | None, objects: dict[str, dict]) -> str:
+    if value is None:
+        raise Invalid(f"{path}: required")
+    mac = _fields(value, path, MAC_ADDRESS_FIELDS)
+    given = [field for field in MAC_ADDRESS_FIELDS if mac.get(field) is not None]
+    if len(given) != 1:
+        raise Invalid(f"{path}: needs exactly one of {', '.join(MAC_ADDRESS_FIELDS)}")
+    field = f"{path}.{given[0]}"
+    if given[0] == "string":
+        address = _string(mac, "string", path)
+    elif given[0] == "fromHostInterface":
+        address = _nic_mac(host, _string(mac, "fromHostInterface", path), field)
+    else:
+        address = _annotation_value(objects, _annotation_ref(mac["fromAnnotation"], field), field)
+    if not MAC_ADDRESS.fullmatch(address):
+        raise Invalid(f"{path}: {address!r} is not a MAC address")
+    return address
+
+
+def _named(entry: dict[str, Any], link: dict, path: str) -> dict[str, Any]:
+    name = _string(link, "name", path, required=False)
+    if name is not None:
+        if len(name) > LINK_NAME_MAX or not LINK_NAME.fullmatch(name):
+            raise Invalid(f"{path}.name: {name!r} is not an interface name (a letter, then letters, digits, "
+                          f"'.', '_' or '-', at most {LINK_NAME_MAX} characters)")
+        entry["name"] = name
+    return entry
+
+
+def _fixed_type(link: dict, path: str, kind: str) -> None:
+    if link.get("type") is not None and link["type"] != kind:
+        raise Invalid(f"{path}.type: must be '{kind}' if set")
+
+
+def _mtu(link: dict, path: str) -> int:
+    return _integer(link["mtu"], f"{path}.mtu", *MTU_RANGE) if link.get("mtu") is not None else 1500
+
+
+def _networks(value: Any, addresses: Addresses, objects: dict[str, dict]) -> list[dict[str, Any]]:
+    networks = _fields(value, "networkData.networks", NETWORK_KINDS)
+    rendered: list[dict[str, Any]] = []
+    for kind, (network_type, version) in NETWORK_KINDS.items():
+        for path, item in _items(networks.get(kind), f"networkData.networks.{kind}"):
+            network = _fields(item, path, STATIC_NETWORK_FIELDS if kind in STATIC_NETWORKS else DYNAMIC_NETWORK_FIELDS)
+            entry: dict[str, Any] = {"type": network_type, "id": _string(network, "id", path),
+                                     "link": _string(network, "link", path)}
+            if kind in STATIC_NETWORKS:
+                ref = _network_pool(network, path)
+                name = _pool_name(ref, objects)
+                pool = _pool(addresses, name, ref.path)
+                entry["ip_address"] = _pool_address(pool, name, ref.path, version)
+                entry["netmask"] = _netmask(_pool_prefix(pool, name, ref.path, 32 if version == 4 else 128), version)
+            entry["routes"] = _routes(network.get("routes"), f"{path}.routes", version, addresses, objects)
+            rendered.append(entry)
+    return rendered
+
+
+def _routes(value: Any, path: str, version: int, addresses: Addresses,
+            objects: dict[str, dict]) -> list[dict[str, Any]]:
+    rendered = []
+    for route_path, item in _items(value, path):
+        route = _fields(item, route_path, ROUTE_FIELDS)
+        network, prefix = _destination(route, route_path, version)
+        gateway = _gateway(route, route_path)
+        if isinstance(gateway, PoolRef):
+            name = _pool_name(gateway, objects)
+            gateway_path = gateway.path
+            gateway = _pool(addresses, name, gateway_path).get("gateway")
+            if not gateway:
+                raise Invalid(f"{gateway_path}: pool '{name}' has no gateway")
+            gateway = str(gateway)
+        else:
+            gateway_path = f"{route_path}.{_aliased(route, route_path, 'gateway', 'via')}"
+        _ip(gateway, gateway_path, version)
+        entry: dict[str, Any] = {"network": network, "netmask": _netmask(prefix, version), "gateway": gateway}
+        services = _dns_services(route.get("services"), f"{route_path}.services", addresses, objects)
+        if services:
+            entry["services"] = services
+        rendered.append(entry)
+    return rendered
+
+
+def _destination(route: dict, path: str, version: int) -> tuple[str, int]:
+    """(network, prefix) of a route, from network and prefix, or from the seed's CIDR ``to``."""
+    bits = 32 if version == 4 else 128
+    if route.get("to") is None:
+        network = _string(route, "network", path)
+        _ip(network, f"{path}.network", version)
+        return network, _integer(route.get("prefix", 0), f"{path}.prefix", 0, bits)
+    if route.get("network") is not None or route.get("prefix") is not None:
+        raise Invalid(f"{path}.to: set beside network and prefix; set one of them")
+    to = _string(route, "to", path)
+    try:
+        cidr = ipaddress.ip_interface(to) if "/" in to else None
+    except ValueError:
+        cidr = None
+    if cidr is None:
+        raise Invalid(f"{path}.to: {to!r} is not a network in CIDR form")
+    if cidr.version != version:
+        raise Invalid(f"{path}.to: {to!r} is not an IPv{version} network")
+    return str(cidr.ip), cidr.network.prefixlen
+
+
+def _dns_services(value: Any, path: str, addresses: Addresses, objects: dict[str, dict]) -> list[dict[str, str]]:
+    services = _fields(value, path, SERVICES_FIELDS)
+    rendered = []
+    for item_path, server in _items(services.get("dns"), f"{path}.dns"):
+        rendered.append({"type": "dns", "address": _ip(server, item_path)})
+    ref = _dns_pool(services, path)
+    if ref is not None:
+        name = _pool_name(ref, objects)
+        rendered.extend({"type": "dns", "address": str(server)}
+                        for server in _pool(addresses, name, ref.path).get("dnsServers") or [])
+    return rendered
+
+
+def _netmask(prefix: int, version: int) -> str:
+    return ipaddress.ip_network(f"{'0.0.0.0' if version == 4 else '::'}/{prefix}").netmask.compressed
+
+
+# -- objects and the host -----------------------------------------------------------------------------------
+
+def _object_kind(value: Any, path: str) -> str:
+    # upstream compares object kinds case-insensitively
+    if not isinstance(value, str) or value.lower() not in OBJECTS:
+        raise Invalid(f"{path}: must be one of {', '.join(OBJECTS)}, not {value!r}")
+    return value.lower()
+
+
+def _object(objects: dict[str, dict], kind: Any, path: str) -> dict:
+    kind = _object_kind(kind, path)
+    obj = objects.get(kind)
+    if not isinstance(obj, dict):
+        raise Invalid(f"{path}: no {kind} to read from")
+    return obj
+
+
+def _metadata(obj: dict, field: str) -> Any:
+    return (obj.get("metadata") or {}).get(field)
+
+
+def _annotation_value(objects: dict[str, dict], ref: dict[str, str], path: str) -> str:
+    value = (_metadata(_object(objects, ref["object"], f"{path}.object"), "annotations") or {}).get(ref["annotation"])
+    if not value:
+        raise Invalid(f"{path}: the {ref['object']} has no annotation '{ref['annotation']}'")
+    return str(value)
+
+
+def _nic_mac(host: dict | None, nic: str, path: str) -> str:
+    nics = (((host or {}).get("status") or {}).get("hardware") or {}).get("nics") or []
+    for entry in nics:
+        if isinstance(entry, dict) and entry.get("name") == nic and entry.get("mac"):
+            return str(entry["mac"])
+    raise Invalid(f"{path}: the host has no interface '{nic}'")
+
+
+def _boot_mac(host: dict | None, path: str) -> str:
+    mac = ((host or {}).get("spec") or {}).get("bootMACAddress")
+    if not mac:
+        raise Invalid(f"{path}: the host has no bootMACAddress")
+    return str(mac)
+
+
+# -- shapes -------------------------------------------------------------------------------------------------
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid(f"{path}: must be a mapping")
+    return value
+
+
+def _fields(value: Any, path: str, known: Iterable[str]) -> dict[str, Any]:
+    """``value`` as a mapping of known fields only."""
+    mapping = _mapping(value, path)
+    known = set(known)
+    for field in mapping:
+        if field not in known:
+            raise Invalid(f"{path}.{field}: unknown field")
+    return mapping
+
+
+def _items(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise Invalid(f"{path}: must be a list")
+    for i, item in enumerate(value):
+        yield f"{path}[{i}]", item
+
+
+def _aliased(mapping: dict, path: str, field: str, alias: str) -> str:
+    """Which of upstream's ``field`` and the seed's ``alias`` a mapping sets; never both."""
+    if mapping.get(alias) is None:
+        return field
+    if mapping.get(field) is not None:
+        raise Invalid(f"{path}.{alias}: set beside {field}; set one of them")
+    return alias
+
+
+def _string(mapping: dict, field: str, path: str, required: bool = True) -> str:
+    value = mapping.get(field)
+    if value is None or value == "":
+        if required:
+            raise Invalid(f"{path}.{field}: required")
+        return None  # type: ignore[return-value]  # only when not required
+    if not isinstance(value, str):
+        raise Invalid(f"{path}.{field}: must be a string")
+    return value
+
+
+def _choice(mapping: dict, field: str, path: str, choices: tuple[str, ...]) -> str:
+    value = _string(mapping, field, path)
+    if value not in choices:
+        raise Invalid(f"{path}.{field}: must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def _integer(value: Any, path: str, low: int | None = None, high: int | None = None) -> int:
+    if value is None:
+        raise Invalid(f"{path}: required")
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):  # Jinja hands numbers over as text
+        number = int(value)
+    else:
+        raise Invalid(f"{path}: must be an integer")
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise Invalid(f"{path}: must be an integer {bounds}, not {number}")
+    return number
+
+
+def _ip(value: Any, path: str, version: int | None = None) -> str:
+    try:
+        parsed = ipaddress.ip_address(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or (version is not None and parsed.version != version):
+        raise Invalid(f"{path}: {value!r} is not an IPv{version or '4 or IPv6'} address")
+    return value
