@@ -12,6 +12,1045 @@ CRDS = json.loads(r'''
   "apiVersion": "apiextensions.k8s.io/v1",
   "kind": "CustomResourceDefinition",
   "metadata": {
+   "name": "metal3clusters.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3Cluster",
+    "listKind": "Metal3ClusterList",
+    "plural": "metal3clusters",
+    "shortNames": [
+     "m3c"
+    ],
+    "singular": "metal3cluster"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.ready",
+       "name": "Ready",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.controlPlaneEndpoint.host",
+       "name": "Endpoint",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "cloudProviderEnabled": {
+           "type": "boolean"
+          },
+          "controlPlaneEndpoint": {
+           "properties": {
+            "host": {
+             "type": "string"
+            },
+            "port": {
+             "maximum": 65535,
+             "minimum": 1,
+             "type": "integer"
+            }
+           },
+           "type": "object"
+          },
+          "failureDomains": {
+           "additionalProperties": {
+            "properties": {
+             "attributes": {
+              "additionalProperties": {
+               "type": "string"
+              },
+              "type": "object"
+             },
+             "controlPlane": {
+              "type": "boolean"
+             }
+            },
+            "type": "object"
+           },
+           "type": "object"
+          },
+          "noCloudProvider": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "severity": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "failureDomains": {
+           "additionalProperties": {
+            "properties": {
+             "attributes": {
+              "additionalProperties": {
+               "type": "string"
+              },
+              "type": "object"
+             },
+             "controlPlane": {
+              "type": "boolean"
+             }
+            },
+            "type": "object"
+           },
+           "type": "object"
+          },
+          "failureMessage": {
+           "type": "string"
+          },
+          "failureReason": {
+           "type": "string"
+          },
+          "lastUpdated": {
+           "type": "string"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3machines.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3Machine",
+    "listKind": "Metal3MachineList",
+    "plural": "metal3machines",
+    "shortNames": [
+     "m3m"
+    ],
+    "singular": "metal3machine"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.providerID",
+       "name": "ProviderID",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.ready",
+       "name": "Ready",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.annotations.metal3\\.io/BareMetalHost",
+       "name": "Host",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "automatedCleaningMode": {
+           "enum": [
+            "metadata",
+            "disabled"
+           ],
+           "type": "string"
+          },
+          "customDeploy": {
+           "properties": {
+            "method": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "dataTemplate": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "dataTemplatesByFailureDomain": {
+           "additionalProperties": {
+            "properties": {
+             "name": {
+              "type": "string"
+             },
+             "namespace": {
+              "type": "string"
+             }
+            },
+            "type": "object"
+           },
+           "type": "object"
+          },
+          "failureDomain": {
+           "type": "string"
+          },
+          "hostSelector": {
+           "properties": {
+            "matchExpressions": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "operator": {
+                "type": "string"
+               },
+               "values": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               }
+              },
+              "required": [
+               "key",
+               "operator"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "matchLabels": {
+             "additionalProperties": {
+              "type": "string"
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "image": {
+           "properties": {
+            "checksum": {
+             "type": "string"
+            },
+            "checksumType": {
+             "enum": [
+              "md5",
+              "sha256",
+              "sha512",
+              "auto"
+             ],
+             "type": "string"
+            },
+            "format": {
+             "enum": [
+              "raw",
+              "qcow2",
+              "vdi",
+              "vmdk",
+              "live-iso"
+             ],
+             "type": "string"
+            },
+            "url": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "providerID": {
+           "type": "string"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "addresses": {
+           "items": {
+            "properties": {
+             "address": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "severity": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "failureMessage": {
+           "type": "string"
+          },
+          "failureReason": {
+           "type": "string"
+          },
+          "lastUpdated": {
+           "type": "string"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "phase": {
+           "type": "string"
+          },
+          "ready": {
+           "type": "boolean"
+          },
+          "renderedData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3machinetemplates.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3MachineTemplate",
+    "listKind": "Metal3MachineTemplateList",
+    "plural": "metal3machinetemplates",
+    "shortNames": [
+     "m3mt"
+    ],
+    "singular": "metal3machinetemplate"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "failureDomainDataTemplates": {
+           "items": {
+            "properties": {
+             "dataTemplate": {
+              "properties": {
+               "name": {
+                "type": "string"
+               },
+               "namespace": {
+                "type": "string"
+               }
+              },
+              "type": "object"
+             },
+             "failureDomain": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "failureDomain",
+             "dataTemplate"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "nodeReuse": {
+           "type": "boolean"
+          },
+          "template": {
+           "properties": {
+            "metadata": {
+             "type": "object",
+             "x-kubernetes-preserve-unknown-fields": true
+            },
+            "spec": {
+             "properties": {
+              "automatedCleaningMode": {
+               "enum": [
+                "metadata",
+                "disabled"
+               ],
+               "type": "string"
+              },
+              "customDeploy": {
+               "properties": {
+                "method": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "dataTemplate": {
+               "properties": {
+                "name": {
+                 "type": "string"
+                },
+                "namespace": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "dataTemplatesByFailureDomain": {
+               "additionalProperties": {
+                "properties": {
+                 "name": {
+                  "type": "string"
+                 },
+                 "namespace": {
+                  "type": "string"
+                 }
+                },
+                "type": "object"
+               },
+               "type": "object"
+              },
+              "failureDomain": {
+               "type": "string"
+              },
+              "hostSelector": {
+               "properties": {
+                "matchExpressions": {
+                 "items": {
+                  "properties": {
+                   "key": {
+                    "type": "string"
+                   },
+                   "operator": {
+                    "type": "string"
+                   },
+                   "values": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "key",
+                   "operator"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "matchLabels": {
+                 "additionalProperties": {
+                  "type": "string"
+                 },
+                 "type": "object"
+                }
+               },
+               "type": "object"
+              },
+              "image": {
+               "properties": {
+                "checksum": {
+                 "type": "string"
+                },
+                "checksumType": {
+                 "enum": [
+                  "md5",
+                  "sha256",
+                  "sha512",
+                  "auto"
+                 ],
+                 "type": "string"
+                },
+                "format": {
+                 "enum": [
+                  "raw",
+                  "qcow2",
+                  "vdi",
+                  "vmdk",
+                  "live-iso"
+                 ],
+                 "type": "string"
+                },
+                "url": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "metaData": {
+               "properties": {
+                "name": {
+                 "type": "string"
+                },
+                "namespace": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "networkData": {
+               "properties": {
+                "name": {
+                 "type": "string"
+                },
+                "namespace": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "providerID": {
+               "type": "string"
+              },
+              "userData": {
+               "properties": {
+                "name": {
+                 "type": "string"
+                },
+                "namespace": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3datatemplates.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3DataTemplate",
+    "listKind": "Metal3DataTemplateList",
+    "plural": "metal3datatemplates",
+    "shortNames": [
+     "m3dt"
+    ],
+    "singular": "metal3datatemplate"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "clusterName": {
+           "type": "string"
+          },
+          "metaData": {
+           "type": "object",
+           "x-kubernetes-preserve-unknown-fields": true
+          },
+          "networkData": {
+           "type": "object",
+           "x-kubernetes-preserve-unknown-fields": true
+          },
+          "template": {
+           "properties": {
+            "metaData": {
+             "type": "object",
+             "x-kubernetes-preserve-unknown-fields": true
+            },
+            "networkData": {
+             "type": "object",
+             "x-kubernetes-preserve-unknown-fields": true
+            }
+           },
+           "type": "object"
+          },
+          "templateReference": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "indexes": {
+           "additionalProperties": {
+            "type": "integer"
+           },
+           "type": "object"
+          },
+          "lastUpdated": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3dataclaims.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3DataClaim",
+    "listKind": "Metal3DataClaimList",
+    "plural": "metal3dataclaims",
+    "shortNames": [
+     "m3dc"
+    ],
+    "singular": "metal3dataclaim"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "errorMessage": {
+           "type": "string"
+          },
+          "renderedData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3datas.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3Data",
+    "listKind": "Metal3DataList",
+    "plural": "metal3datas",
+    "shortNames": [
+     "m3d"
+    ],
+    "singular": "metal3data"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "claim": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "index": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "template": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "templateReference": {
+           "type": "string"
+          }
+         },
+         "required": [
+          "index",
+          "template",
+          "claim"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "errorMessage": {
+           "type": "string"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
    "name": "ippools.ipam.metal3.io"
   },
   "spec": {

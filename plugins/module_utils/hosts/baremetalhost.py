@@ -47,6 +47,7 @@ PAUSED_ANNOTATION = "baremetalhost.metal3.io/paused"
 DETACHED_ANNOTATION = "baremetalhost.metal3.io/detached"
 REBOOT_ANNOTATION = "reboot.metal3.io"
 INSPECT_ANNOTATION = "inspect.metal3.io"
+HARDWARE_DETAILS_ANNOTATION = "inspect.metal3.io/hardwaredetails"
 NODE_NAME_SEPARATOR = "~"  # Ironic node <namespace>~<name>, as upstream names them
 
 # Provisioning states (status.provisioning.state), upstream's strings.
@@ -487,7 +488,25 @@ class _Reconcile:
             return POLL
         if self.spec.get("externallyProvisioned"):
             return self._advance(EXTERNALLY_PROVISIONED)
-        return self._advance(PREPARING if self._inspection_disabled() else INSPECTING)
+        if self._inspection_disabled():
+            self._hardware_from_annotation()
+            return self._advance(PREPARING)
+        return self._advance(INSPECTING)
+
+    def _hardware_from_annotation(self) -> None:
+        """inspect.metal3.io/hardwaredetails: hardware details given by hand, when inspection is disabled."""
+        text = self.annotations.get(HARDWARE_DETAILS_ANNOTATION)
+        if not text:
+            return
+        try:
+            details = json.loads(text)
+        except ValueError as e:
+            raise HostFailure(REGISTRATION_ERROR, f"metadata.annotations[{HARDWARE_DETAILS_ANNOTATION}]: not JSON: "
+                                                  f"{e}", retry=False) from None
+        if not isinstance(details, dict):
+            raise HostFailure(REGISTRATION_ERROR, f"metadata.annotations[{HARDWARE_DETAILS_ANNOTATION}]: must be a "
+                                                  "JSON object", retry=False)
+        self.status["hardware"] = details
 
     def _inspecting(self) -> float | None:
         node = self._registered_node()

@@ -1,0 +1,34 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""CAPM3's names: API versions, finalizers, annotations, labels; and owner references."""
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object
+
+INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta1"
+CAPI_API = "cluster.x-k8s.io/v1beta1"
+
+MACHINE_FINALIZER = "metal3machine.infrastructure.cluster.x-k8s.io"
+DATA_CLAIM_FINALIZER = "metal3dataclaim.infrastructure.cluster.x-k8s.io"
+DATA_FINALIZER = "metal3data.infrastructure.cluster.x-k8s.io"
+CLUSTER_FINALIZER = "metal3cluster.infrastructure.cluster.x-k8s.io"
+
+HOST_ANNOTATION = "metal3.io/BareMetalHost"  # on the Metal3Machine: <namespace>/<host>, the association record
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+SECRET_TYPE = "infrastructure.cluster.x-k8s.io/secret"
+
+
+def owner_reference(owner: Object, controller: bool = False) -> dict[str, Any]:
+    ref: dict[str, Any] = {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}
+    if controller:
+        ref.update(controller=True, blockOwnerDeletion=True)
+    return ref
+
+
+def owner_named(obj: Object, kind: str) -> dict[str, Any] | None:
+    return next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == kind), None)

@@ -1,0 +1,273 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Metal3DataClaim → Metal3Data → rendered secrets, as CAPM3's data template controllers do.
+
+A claim gets the Metal3Data with the lowest free index of its template, named
+``<template>-<index>``: two claimers racing for one index collide on create and the
+loser takes the next. A Metal3Data claims one address per pool its template names
+(IPClaim ``<data>-<pool>``, through the IPAM engine), renders meta_data and
+network_data, and writes them to the secrets ``<metal3machine>-metadata`` and
+``<metal3machine>-networkdata``, which are never rendered again once they exist.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CAPI_API,
+    DATA_CLAIM_FINALIZER,
+    DATA_FINALIZER,
+    HOST_ANNOTATION,
+    INFRA_API,
+    SECRET_TYPE,
+    owner_named,
+    owner_reference,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
+    claim_absent,
+    claim_object,
+    claim_present,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import dump_yaml
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
+    ensure_finalizer,
+    remove_finalizer,
+    retry_on_conflict,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import (
+    normalize_template_spec,
+    pool_names,
+    render_meta_data,
+    render_network_data,
+)
+
+DATA_NAME_LABEL = "infrastructure.cluster.x-k8s.io/data-name"
+POOL_NAME_LABEL = "infrastructure.cluster.x-k8s.io/pool-name"
+WAIT = 1.0
+
+
+@dataclass
+class DataStep:
+    """What a reconcile of a Metal3DataClaim or Metal3Data came to."""
+
+    obj: Object | None
+    ready: bool = False
+    requeue_after: float | None = None
+    message: str = ""
+    changed: bool = False
+
+
+def template_spec(store: Store, namespace: str, name: str) -> dict[str, Any]:
+    return normalize_template_spec(store.get(Ref(INFRA_API, "Metal3DataTemplate", name, namespace)).get("spec") or {})
+
+
+# -- Metal3DataClaim ------------------------------------------------------------------------------------------
+
+def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
+    try:
+        claim = store.get(ref)
+    except NotFound:
+        return DataStep(None, message="gone")
+    if claim["metadata"].get("deletionTimestamp"):
+        return _delete_claim(store, claim, dry_run)
+    claim = ensure_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
+    rendered = (claim.get("status") or {}).get("renderedData")
+    if rendered:
+        data = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
+        return DataStep(claim, data.ready, data.requeue_after, data.message, data.changed)
+    template = claim["spec"]["template"]
+    template_ns = template.get("namespace") or ref.namespace
+    try:
+        store.get(Ref(INFRA_API, "Metal3DataTemplate", template["name"], template_ns))
+    except NotFound:
+        return _claim_status(store, claim, None, f"Metal3DataTemplate {template_ns}/{template['name']} not found",
+                             dry_run, WAIT * 5)
+    data = _create_data(store, claim, template["name"], template_ns, dry_run)
+    return _claim_status(store, claim, data, "", dry_run, 0.0)
+
+
+def _create_data(store: Store, claim: Object, template: str, template_ns: str, dry_run: bool) -> Object:
+    """The claim's Metal3Data: the one it already has, else a new one at the lowest free index."""
+    namespace = claim["metadata"]["namespace"]
+    owners = [owner_reference(claim, controller=True),
+              *(r for r in claim["metadata"].get("ownerReferences") or [] if not r.get("controller"))]
+    while True:
+        datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace)
+                 if d["spec"]["template"]["name"] == template]
+        for data in datas:  # created by an earlier step that did not get to write the claim's status
+            if data["spec"]["claim"]["name"] == claim["metadata"]["name"]:
+                return data
+        used = {d["spec"]["index"] for d in datas}
+        index = next(i for i in range(len(used) + 1) if i not in used)
+        data = {"apiVersion": INFRA_API, "kind": "Metal3Data",
+                "metadata": {"name": f"{template}-{index}", "namespace": namespace, "ownerReferences": owners,
+                             "finalizers": [DATA_FINALIZER],
+                             "labels": {k: v for k, v in (claim["metadata"].get("labels") or {}).items()
+                                        if k.startswith("cluster.x-k8s.io/")}},
+                "spec": {"index": index, "templateReference": template,
+                         "template": {"name": template, "namespace": template_ns},
+                         "claim": {"name": claim["metadata"]["name"], "namespace": namespace}}}
+        try:
+            return store.create(data, dry_run=dry_run)
+        except AlreadyExists:
+            continue  # another claim took this index first: take the next
+
+
+def _claim_status(store: Store, claim: Object, data: Object | None, error: str, dry_run: bool,
+                  requeue: float | None) -> DataStep:
+    status: dict[str, Any] = {}
+    if data is not None:
+        status["renderedData"] = {"name": data["metadata"]["name"], "namespace": data["metadata"]["namespace"]}
+    if error:
+        status["errorMessage"] = error
+    if (claim.get("status") or {}) != status:
+        claim = store.update_status({**claim, "status": status}, dry_run=dry_run)
+    return DataStep(claim, False, requeue, error or "Metal3Data created", True)
+
+
+def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataStep:
+    ref = Ref.of(claim)
+    rendered = (claim.get("status") or {}).get("renderedData")
+    if rendered:
+        data_ref = Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace)
+        with contextlib.suppress(NotFound):
+            store.delete(data_ref, dry_run=dry_run)
+        step = reconcile_data(store, data_ref, dry_run)
+        if step.obj is not None:
+            return DataStep(claim, False, WAIT, f"releasing {data_ref}", True)
+    remove_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
+    return DataStep(None, message="released", changed=True)
+
+
+# -- Metal3Data --------------------------------------------------------------------------------------------
+
+def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
+    try:
+        data = store.get(ref)
+    except NotFound:
+        return DataStep(None, message="gone")
+    if data["metadata"].get("deletionTimestamp"):
+        return _delete_data(store, data, dry_run)
+    if (data.get("status") or {}).get("ready"):
+        return DataStep(data, True)
+    namespace = ref.namespace
+    try:
+        claim = store.get(Ref(INFRA_API, "Metal3DataClaim", data["spec"]["claim"]["name"], namespace))
+    except NotFound:
+        return DataStep(data, False, WAIT, "waiting for its Metal3DataClaim")
+    objects = _objects(store, claim)
+    if "metal3machine" not in objects or "baremetalhost" not in objects:
+        return DataStep(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
+    m3m_name = objects["metal3machine"]["metadata"]["name"]
+    names = {"metaData": f"{m3m_name}-metadata", "networkData": f"{m3m_name}-networkdata"}
+    existing = {key: _secret(store, namespace, name) for key, name in names.items()}
+    try:
+        spec = template_spec(store, data["spec"]["template"].get("namespace") or namespace,
+                             data["spec"]["template"]["name"])
+        if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
+            rendered = {}
+        else:
+            addresses = {}
+            for pool in pool_names(spec, objects):
+                address = _address(store, data, pool, dry_run)
+                if address is None:
+                    return DataStep(data, False, WAIT, f"waiting for an address from IPPool {pool}")
+                addresses[pool] = address
+            rendered = {
+                "metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects, addresses,
+                                             namespace),
+                "networkData": render_network_data(spec.get("networkData") or {}, addresses,
+                                                   objects["baremetalhost"], objects)}
+    except Invalid as e:
+        return _data_status(store, data, False, str(e), dry_run)
+    for key, name in names.items():
+        if not existing[key]:
+            store.create({"apiVersion": "v1", "kind": "Secret", "type": SECRET_TYPE,
+                          "metadata": {"name": name, "namespace": namespace,
+                                       "ownerReferences": [owner_reference(data, controller=True)]},
+                          "stringData": {key: dump_yaml(rendered[key])}}, dry_run=dry_run)
+
+    def refer() -> Object:
+        current = store.get(ref)
+        current["spec"].update({key: {"name": name, "namespace": namespace} for key, name in names.items()})
+        return current if current == data else store.update(current, dry_run=dry_run)
+
+    data = retry_on_conflict(refer)
+    return _data_status(store, data, True, "", dry_run)
+
+
+def _objects(store: Store, claim: Object) -> dict[str, Object]:
+    """machine, metal3machine and baremetalhost of a claim, as far as they exist yet."""
+    namespace = claim["metadata"]["namespace"]
+    objects: dict[str, Object] = {}
+    owner = owner_named(claim, "Metal3Machine")
+    try:
+        m3m = store.get(Ref(INFRA_API, "Metal3Machine", owner["name"] if owner else claim["metadata"]["name"],
+                            namespace))
+    except NotFound:
+        return objects
+    objects["metal3machine"] = m3m
+    machine = owner_named(m3m, "Machine")
+    if machine:
+        with contextlib.suppress(NotFound):
+            objects["machine"] = store.get(Ref(CAPI_API, "Machine", machine["name"], namespace))
+    host = (m3m["metadata"].get("annotations") or {}).get(HOST_ANNOTATION)
+    if host:
+        host_ns, _slash, host_name = host.rpartition("/")
+        with contextlib.suppress(NotFound):
+            objects["baremetalhost"] = store.get(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace))
+    return objects
+
+
+def _secret(store: Store, namespace: str, name: str) -> dict[str, str] | None:
+    try:
+        return secret_values(store.get(Ref("v1", "Secret", name, namespace)))
+    except NotFound:
+        return None
+
+
+def _address(store: Store, data: Object, pool: str, dry_run: bool) -> dict[str, Any] | None:
+    """The address of IPClaim ``<data>-<pool>``, made when missing; None while the pool has none yet."""
+    namespace = data["metadata"]["namespace"]
+    claim = claim_object(f"{data['metadata']['name']}-{pool}", namespace, pool, namespace,
+                         {DATA_NAME_LABEL: data["metadata"]["name"], POOL_NAME_LABEL: pool})
+    claim["metadata"]["ownerReferences"] = [owner_reference(data, controller=True)]
+    result = claim_present(store, claim, dry_run)
+    if result.get("failed"):
+        raise Invalid(f"IPPool {pool}: {result['msg']}")
+    if not result["allocated"]:
+        return None
+    return {"address": result["address"], "prefix": result["prefix"], "gateway": result["gateway"],
+            "dnsServers": result["dns_servers"]}
+
+
+def _data_status(store: Store, data: Object, ready: bool, error: str, dry_run: bool) -> DataStep:
+    status = {"ready": ready, **({"errorMessage": error} if error else {})}
+    if (data.get("status") or {}) != status:
+        data = store.update_status({**copy.deepcopy(data), "status": status}, dry_run=dry_run)
+    return DataStep(data, ready, None, error or "rendered", True)
+
+
+def _delete_data(store: Store, data: Object, dry_run: bool) -> DataStep:
+    """Release the addresses (IPClaims <data>-<pool>), then let the data and its secrets go."""
+    namespace = data["metadata"]["namespace"]
+    for claim in store.list(IPAM_API, "IPClaim", namespace, f"{DATA_NAME_LABEL}={data['metadata']['name']}"):
+        claim_absent(store, Ref.of(claim), dry_run)
+    for key in ("metaData", "networkData"):
+        secret = (data["spec"].get(key) or {}).get("name")
+        if secret:
+            with contextlib.suppress(NotFound):
+                store.delete(Ref("v1", "Secret", secret, namespace), dry_run=dry_run)
+    try:
+        remove_finalizer(store, Ref.of(data), DATA_FINALIZER, dry_run)
+    except Conflict:
+        return DataStep(data, False, WAIT, "will retry")
+    return DataStep(None, message="released", changed=True)

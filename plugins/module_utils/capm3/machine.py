@@ -1,0 +1,407 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The Metal3Machine flow, as CAPM3's reconcileNormal and reconcileDelete.
+
+Normal: finalizer → bootstrap data → a host chosen and claimed (hosts/claim.py) →
+the data template of the host's failure domain → Metal3DataClaim → rendered data →
+host spec (image, userData, metaData, networkData, online) → host provisioned →
+providerID ``metal3://<namespace>/<host>/<metal3machine>`` → addresses → ready.
+Delete: host spec cleared and powered off, host deprovisioned, host released (or
+kept for node reuse), data claim released, finalizer removed.
+
+The host itself is provisioned by its own reconcile (hosts/baremetalhost.py);
+this flow only writes its spec and waits for its state.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CAPI_API,
+    CLONED_FROM_NAME,
+    CLUSTER_NAME_LABEL,
+    HOST_ANNOTATION,
+    INFRA_API,
+    MACHINE_FINALIZER,
+    PAUSED_ANNOTATION,
+    owner_named,
+    owner_reference,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import (
+    DataStep,
+    reconcile_data_claim,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    API as BMH_API,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    AVAILABLE,
+    PROVISIONED,
+    READY,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
+    FAILURE_DOMAIN_LABEL,
+    NODE_REUSE_LABEL,
+    Consumer,
+    associate,
+    update_claimed_host,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
+    ensure_finalizer,
+    remove_finalizer,
+    retry_on_conflict,
+    set_condition,
+)
+
+WAIT = 1.0
+NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
+# A released host is back when it is in one of these (upstream's non-provisioned states).
+RELEASED_STATES = ("", "unmanaged", "registering", "inspecting", "preparing", AVAILABLE, READY)
+
+
+@dataclass
+class MachineStep:
+    """What one reconcile of a Metal3Machine came to."""
+
+    machine: Object | None
+    phase: str
+    ready: bool = False
+    requeue_after: float | None = None
+    message: str = ""
+    changed: bool = False
+    host: str = ""
+    data: list[DataStep] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        metadata = (self.machine or {}).get("metadata") or {}
+        spec, status = (self.machine or {}).get("spec") or {}, (self.machine or {}).get("status") or {}
+        return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
+                "ready": self.ready, "host": self.host, "provider_id": spec.get("providerID", ""),
+                "failure_domain": spec.get("failureDomain", ""), "addresses": status.get("addresses", []),
+                "rendered_data": status.get("renderedData"), "meta_data": status.get("metaData"),
+                "network_data": status.get("networkData"), "requeue_after": self.requeue_after,
+                "message": self.message}
+
+
+def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
+                            strict_failure_domain: bool = False) -> MachineStep:
+    try:
+        m3m = store.get(ref)
+    except NotFound:
+        return MachineStep(None, "deleted", message="gone")
+    flow = _Flow(store, m3m, dry_run, strict_failure_domain)
+    if flow.paused():
+        return MachineStep(m3m, "paused", message="paused", host=flow.host_name)
+    if m3m["metadata"].get("deletionTimestamp"):
+        return flow.delete()
+    return flow.normal()
+
+
+class _Flow:
+    def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool):
+        self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
+        self.ref = Ref.of(m3m)
+        self.consumer = Consumer.of(m3m)
+        self.changed = False
+        self.machine = self._owner_machine()
+        self.cluster = self._cluster()
+
+    @property
+    def host_name(self) -> str:
+        return (self.m3m["metadata"].get("annotations") or {}).get(HOST_ANNOTATION, "")
+
+    def _host_ref(self) -> Ref | None:
+        if not self.host_name:
+            return None
+        namespace, _slash, name = self.host_name.rpartition("/")
+        return Ref(BMH_API, "BareMetalHost", name, namespace or self.ref.namespace)
+
+    def _owner_machine(self) -> Object | None:
+        owner = owner_named(self.m3m, "Machine")
+        if not owner:
+            return None
+        try:
+            return self.store.get(Ref(CAPI_API, "Machine", owner["name"], self.ref.namespace))
+        except NotFound:
+            return None
+
+    def _cluster(self) -> Object | None:
+        name = (self.m3m["metadata"].get("labels") or {}).get(CLUSTER_NAME_LABEL)
+        if not name:
+            return None
+        try:
+            return self.store.get(Ref(CAPI_API, "Cluster", name, self.ref.namespace))
+        except NotFound:
+            return None
+
+    def paused(self) -> bool:
+        return (PAUSED_ANNOTATION in (self.m3m["metadata"].get("annotations") or {})
+                or bool(((self.cluster or {}).get("spec") or {}).get("paused")))
+
+    def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
+             data: list[DataStep] | None = None) -> MachineStep:
+        return MachineStep(self.m3m, phase, ready, requeue, message or phase, self.changed, self.host_name, data or [])
+
+    # -- normal ----------------------------------------------------------------------------------------------
+    def normal(self) -> MachineStep:
+        self.m3m = ensure_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
+        self.m3m["spec"]
+        user_data = self._user_data()
+        if user_data is None:
+            return self.step("pending", WAIT, "waiting for bootstrap data (Machine spec.bootstrap.dataSecretName)")
+        host, waiting = self._associate()
+        if host is None:
+            return waiting
+        steps: list[DataStep] = []
+        template = self._data_template(host)
+        if template:
+            claim = self._data_claim(template)
+            for _attempt in range(3):  # claim → data → rendered, as far as it goes without waiting
+                steps.append(reconcile_data_claim(self.store, Ref.of(claim), self.dry_run))
+                if steps[-1].ready or steps[-1].requeue_after != 0.0:
+                    break
+            if not steps[-1].ready:
+                return self.step("associated", steps[-1].requeue_after or WAIT,
+                                 f"waiting for rendered data: {steps[-1].message}", data=steps)
+        rendered = self._rendered(steps[-1].obj if steps else None)
+        host = self._set_host_spec(user_data, rendered)
+        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        if state != PROVISIONED:
+            self._set_status(rendered, host, ready=False)
+            return self.step("provisioning", WAIT, f"host {self.host_name} is {state or 'new'}", data=steps)
+        self._set_provider_id(host)
+        self._set_status(rendered, host, ready=True)
+        return self.step("provisioned", None, "ready", ready=True, data=steps)
+
+    def _user_data(self) -> dict[str, str] | None:
+        """The bootstrap data secret: the CAPI Machine's, else (no Cluster API) the Metal3Machine's own."""
+        if self.machine is not None:
+            name = ((self.machine.get("spec") or {}).get("bootstrap") or {}).get("dataSecretName")
+            return {"name": name, "namespace": self.ref.namespace} if name else None
+        ref = self.m3m["spec"].get("userData")
+        return {"name": ref["name"], "namespace": ref.get("namespace") or self.ref.namespace} if ref else {}
+
+    def _failure_domain(self) -> str | None:
+        return (self.m3m["spec"].get("failureDomain")
+                or ((self.machine or {}).get("spec") or {}).get("failureDomain") or None)
+
+    def _associate(self) -> tuple[Object | None, MachineStep]:
+        """The host this machine holds, or one chosen and claimed now; else why there is none."""
+        host_ref = self._host_ref()
+        if host_ref is not None:
+            try:
+                host = self.store.get(host_ref)
+            except NotFound:
+                host = None
+            if host is not None and self.consumer.holds(host):
+                return host, self.step("associated")
+            return None, self.step("pending", None, f"host {self.host_name} is gone or held by another consumer")
+        labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
+        selection = associate(self.store, self.ref.namespace, self.consumer, self.m3m["spec"].get("hostSelector"),
+                              self._failure_domain(), self.strict, self._reuse_name(), labels, self.dry_run)
+        if selection.host is None:
+            return None, self.step("pending", NO_HOST_WAIT, f"no host: {selection.reason}")
+        name = f"{selection.host['metadata']['namespace']}/{selection.host['metadata']['name']}"
+        self.m3m = self.store.patch(self.ref, {"metadata": {"annotations": {HOST_ANNOTATION: name}}},
+                                    dry_run=self.dry_run)
+        self.changed = True
+        return selection.host, self.step("associated")
+
+    def _template(self) -> Object | None:
+        name = (self.m3m["metadata"].get("annotations") or {}).get(CLONED_FROM_NAME)
+        if not name:
+            return None
+        try:
+            return self.store.get(Ref(INFRA_API, "Metal3MachineTemplate", name, self.ref.namespace))
+        except NotFound:
+            return None
+
+    def _reuse_name(self) -> str | None:
+        template = self._template()
+        if not template or not template["spec"].get("nodeReuse"):
+            return None
+        owner = owner_named(self.machine or {"metadata": {}}, "MachineSet") or owner_named(
+            self.machine or {"metadata": {}}, "KubeadmControlPlane")
+        return owner["name"] if owner else template["metadata"]["name"]
+
+    def _data_template(self, host: Object) -> dict[str, str] | None:
+        """The template of the failure domain of the host actually claimed, else spec.dataTemplate."""
+        spec = self.m3m["spec"]
+        domain = (host["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL)
+        by_domain = dict(spec.get("dataTemplatesByFailureDomain") or {})
+        template = self._template()
+        for entry in ((template or {}).get("spec") or {}).get("failureDomainDataTemplates") or []:
+            by_domain.setdefault(entry["failureDomain"], entry["dataTemplate"])
+        chosen = by_domain.get(domain) if domain else None
+        chosen = chosen or spec.get("dataTemplate")
+        if not chosen:
+            return None
+        return {"name": chosen["name"], "namespace": chosen.get("namespace") or self.ref.namespace}
+
+    def _data_claim(self, template: dict[str, str]) -> Object:
+        """The Metal3DataClaim named after the Metal3Machine; once made, its template never changes."""
+        ref = Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace)
+        try:
+            return self.store.get(ref)
+        except NotFound:
+            pass
+        labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
+        claim = {"apiVersion": INFRA_API, "kind": "Metal3DataClaim",
+                 "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,
+                              "ownerReferences": [owner_reference(self.m3m, controller=True)]},
+                 "spec": {"template": template}}
+        self.changed = True
+        return self.store.create(claim, dry_run=self.dry_run)
+
+    def _rendered(self, claim: Object | None) -> dict[str, Any]:
+        """metaData and networkData secret refs: the rendered data's, else those the user set on the spec."""
+        spec = self.m3m["spec"]
+        result: dict[str, Any] = {key: spec[key] for key in ("metaData", "networkData") if spec.get(key)}
+        if claim is not None:
+            rendered = (claim.get("status") or {}).get("renderedData")
+            data = self.store.get(Ref(INFRA_API, "Metal3Data", rendered["name"], self.ref.namespace))
+            result.update({key: data["spec"][key] for key in ("metaData", "networkData") if data["spec"].get(key)})
+            result["renderedData"] = rendered
+        return result
+
+    def _set_host_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
+        spec = self.m3m["spec"]
+
+        def change(host: Object) -> None:
+            host_spec = host["spec"]
+            if not host_spec.get("image") and not host_spec.get("customDeploy"):  # never an in-place upgrade
+                if spec.get("image"):
+                    host_spec["image"] = copy.deepcopy(spec["image"])
+                if spec.get("customDeploy"):
+                    host_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
+            if user_data:
+                host_spec["userData"] = {"name": user_data["name"], "namespace": user_data["namespace"]}
+            for key in ("metaData", "networkData"):
+                if rendered.get(key):
+                    host_spec[key] = {"name": rendered[key]["name"],
+                                      "namespace": rendered[key].get("namespace") or self.ref.namespace}
+            if spec.get("automatedCleaningMode"):
+                host_spec["automatedCleaningMode"] = spec["automatedCleaningMode"]
+            host_spec["online"] = True
+
+        host_ref = self._host_ref()
+        if host_ref is None:
+            raise NotFound(f"{self.ref} is associated with no host")
+        before = self.store.get(host_ref)
+        host = update_claimed_host(self.store, host_ref, self.consumer, change, self.dry_run)
+        self.changed = self.changed or host != before
+        return host
+
+    def _set_provider_id(self, host: Object) -> None:
+        provider_id = f"metal3://{self.ref.namespace}/{host['metadata']['name']}/{self.ref.name}"
+        if self.m3m["spec"].get("providerID") != provider_id:
+            self.m3m = self.store.patch(self.ref, {"spec": {"providerID": provider_id}}, dry_run=self.dry_run)
+            self.changed = True
+
+    def _set_status(self, rendered: dict[str, Any], host: Object, ready: bool) -> None:
+        def write() -> Object:
+            current = self.store.get(self.ref)
+            status = copy.deepcopy(current.get("status") or {})
+            status.update({key: value for key, value in rendered.items()})
+            status["addresses"] = self._addresses(rendered, host)
+            status["ready"] = ready
+            status["conditions"] = set_condition(status.get("conditions"), "AssociateBareMetalHost", True,
+                                                 "AssociateBareMetalHostSuccess")
+            if rendered.get("renderedData"):
+                status["conditions"] = set_condition(status["conditions"], "Metal3DataReady", True,
+                                                     "Metal3DataSecretsReady")
+            status["conditions"] = set_condition(status["conditions"], "Ready", ready,
+                                                 "" if ready else "WaitingForHost")
+            if self.machine is not None and self.machine["spec"].get("bootstrap"):
+                status["userData"] = {"name": self.machine["spec"]["bootstrap"].get("dataSecretName"),
+                                      "namespace": self.ref.namespace}
+            if status == current.get("status"):
+                return current
+            self.changed = True
+            return self.store.update_status({**current, "status": status}, dry_run=self.dry_run)
+
+        self.m3m = retry_on_conflict(write)
+
+    def _addresses(self, rendered: dict[str, Any], host: Object) -> list[dict[str, str]]:
+        """InternalIP from the rendered networks and the host's NICs; Hostname and InternalDNS."""
+        addresses: list[dict[str, str]] = []
+        network = rendered.get("networkData")
+        if network:
+            try:
+                text = secret_values(self.store.get(Ref("v1", "Secret", network["name"], self.ref.namespace)))
+                parsed = parse_yaml(text.get("networkData", text.get("value", "")), "networkData") or {}
+            except NotFound:
+                parsed = {}
+            for net in parsed.get("networks") or []:
+                if net.get("ip_address"):
+                    addresses.append({"type": "InternalIP", "address": net["ip_address"]})
+        for nic in ((host.get("status") or {}).get("hardware") or {}).get("nics") or []:
+            if nic.get("ip") and {"type": "InternalIP", "address": nic["ip"]} not in addresses:
+                addresses.append({"type": "InternalIP", "address": nic["ip"]})
+        hostname = ((host.get("status") or {}).get("hardware") or {}).get("hostname") or self.ref.name
+        addresses += [{"type": "Hostname", "address": hostname}, {"type": "InternalDNS", "address": hostname}]
+        return addresses
+
+    # -- delete ----------------------------------------------------------------------------------------------
+    def delete(self) -> MachineStep:
+        host_ref = self._host_ref()
+        if host_ref is not None:
+            try:
+                host = self.store.get(host_ref)
+            except NotFound:
+                host = None
+            if host is not None and self.consumer.holds(host):
+                waiting = self._release_host(host_ref)
+                if waiting:
+                    return self.step("deprovisioning", WAIT, waiting)
+        claim_ref = Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace)
+        try:
+            self.store.get(claim_ref)
+            self.store.delete(claim_ref, dry_run=self.dry_run)
+        except NotFound:
+            pass
+        claim = reconcile_data_claim(self.store, claim_ref, self.dry_run)
+        if claim.obj is not None:
+            return self.step("deleting", WAIT, "releasing the rendered data")
+        remove_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
+        return MachineStep(None, "deleted", message="deleted", changed=True)
+
+    def _release_host(self, host_ref: Ref) -> str:
+        """Clear the host's spec and wait until it is deprovisioned; then let it go. '' once released."""
+        def clear(host: Object) -> None:
+            for key in ("image", "customDeploy", "userData", "metaData", "networkData"):
+                host["spec"].pop(key, None)
+            host["spec"]["online"] = False
+
+        try:
+            host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
+        except Conflict:
+            return ""  # no longer ours
+        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        if state not in RELEASED_STATES:
+            return f"waiting for host {host_ref.name} to deprovision (it is {state})"
+        reuse = self._reuse_name()
+
+        def release(host: Object) -> None:
+            labels = host["metadata"].get("labels") or {}
+            labels.pop(CLUSTER_NAME_LABEL, None)
+            if reuse and self.cluster is not None:  # kept for the next machine of the same deployment
+                labels[NODE_REUSE_LABEL] = reuse
+                host["spec"]["consumerRef"] = {"apiVersion": self.cluster["apiVersion"], "kind": "Cluster",
+                                               "name": self.cluster["metadata"]["name"],
+                                               "namespace": self.ref.namespace}
+            else:
+                host["spec"].pop("consumerRef", None)
+            host["metadata"]["labels"] = labels
+
+        with contextlib.suppress(Conflict):
+            update_claimed_host(self.store, host_ref, self.consumer, release, self.dry_run)
+        self.changed = True
+        return ""

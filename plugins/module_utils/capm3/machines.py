@@ -1,0 +1,162 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""What a control plane or machine deployment does, for bastions without Cluster API, and the loop that
+provisions machines from a playbook.
+
+``ensure_machines`` keeps N Cluster API Machines (and their Metal3Machines, cloned
+from a Metal3MachineTemplate) named ``<set>-<i>``, spread over the Metal3Cluster's
+failure domains fewest-first, as KubeadmControlPlane spreads its machines.
+``converge`` steps every Metal3Machine of a selection, their data and their hosts,
+until all are ready (or gone): what the operator's reconciles would do over time.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CAPI_API,
+    CLONED_FROM_NAME,
+    CLUSTER_NAME_LABEL,
+    HOST_ANNOTATION,
+    INFRA_API,
+    owner_reference,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import (
+    MachineStep,
+    reconcile_metal3machine,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+
+SET_LABEL = "metal3.baremetal/machine-set"  # which set (control plane, deployment) a Machine belongs to
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
+
+
+@dataclass
+class MachineSet:
+    """N machines of one template in one cluster: a control plane (control-plane domains only) or workers."""
+
+    name: str
+    namespace: str
+    cluster: str
+    template: str
+    replicas: int
+    control_plane: bool = False
+    bootstrap_secret: str | None = None
+
+
+def spread(domains: list[str], taken: list[str]) -> str | None:
+    """The failure domain with the fewest machines (ties: the first by name), as KCP chooses."""
+    if not domains:
+        return None
+    counts = Counter(d for d in taken if d in domains)
+    return min(sorted(domains), key=lambda d: counts[d])
+
+
+def ensure_machines(store: Store, machine_set: MachineSet, dry_run: bool = False) -> list[Object]:
+    """Create the set's missing Machines and Metal3Machines; delete those beyond ``replicas``."""
+    ns = machine_set.namespace
+    listed = store.list(CAPI_API, "Machine", ns, f"{SET_LABEL}={machine_set.name}")
+    existing = {m["metadata"]["name"]: m for m in listed}
+    wanted = [f"{machine_set.name}-{i}" for i in range(machine_set.replicas)]
+    for name, machine in existing.items():
+        if name not in wanted and not machine["metadata"].get("deletionTimestamp"):
+            store.delete(Ref.of(machine), dry_run=dry_run)  # its Metal3Machine goes with it, by ownership
+    machines = [existing[name] for name in wanted if name in existing]
+    if len(machines) == len(wanted):
+        return machines
+    try:
+        template = store.get(Ref(INFRA_API, "Metal3MachineTemplate", machine_set.template, ns))
+    except NotFound:
+        raise Invalid(f"template: Metal3MachineTemplate {ns}/{machine_set.template} not found") from None
+    try:
+        cluster = store.get(Ref(INFRA_API, "Metal3Cluster", machine_set.cluster, ns))
+    except NotFound:
+        raise Invalid(f"cluster: Metal3Cluster {ns}/{machine_set.cluster} not found") from None
+    domains = [name for name, fd in ((cluster.get("spec") or {}).get("failureDomains") or {}).items()
+               if fd.get("controlPlane") or not machine_set.control_plane]
+    for name in wanted:
+        if name in existing:
+            continue
+        domain = spread(domains, [(m.get("spec") or {}).get("failureDomain") for m in machines])
+        machines.append(_create(store, machine_set, name, domain, template, dry_run))
+    return machines
+
+
+def _create(store: Store, machine_set: MachineSet, name: str, domain: str | None, template: Object,
+            dry_run: bool) -> Object:
+    ns = machine_set.namespace
+    labels = {CLUSTER_NAME_LABEL: machine_set.cluster, SET_LABEL: machine_set.name,
+              **({CONTROL_PLANE_LABEL: ""} if machine_set.control_plane else {DEPLOYMENT_LABEL: machine_set.name})}
+    spec: dict[str, Any] = {"clusterName": machine_set.cluster, "bootstrap": {},
+                            "infrastructureRef": {"apiVersion": INFRA_API, "kind": "Metal3Machine", "name": name,
+                                                  "namespace": ns}}
+    if machine_set.bootstrap_secret:
+        spec["bootstrap"]["dataSecretName"] = machine_set.bootstrap_secret
+    if domain:
+        spec["failureDomain"] = domain
+    machine = {"apiVersion": CAPI_API, "kind": "Machine", "metadata": {"name": name, "namespace": ns,
+                                                                       "labels": labels}, "spec": spec}
+    try:
+        machine = store.create(machine, dry_run=dry_run)
+    except AlreadyExists:
+        machine = store.get(Ref(CAPI_API, "Machine", name, ns))
+    if dry_run:
+        machine["metadata"].setdefault("uid", "")
+    m3m_spec = copy.deepcopy(template["spec"]["template"].get("spec") or {})
+    if domain:
+        m3m_spec["failureDomain"] = domain
+    m3m = {"apiVersion": INFRA_API, "kind": "Metal3Machine",
+           "metadata": {"name": name, "namespace": ns, "labels": labels,
+                        "annotations": {CLONED_FROM_NAME: machine_set.template},
+                        "ownerReferences": [owner_reference(machine, controller=True)]},
+           "spec": m3m_spec}
+    with contextlib.suppress(AlreadyExists):
+        store.create(m3m, dry_run=dry_run)
+    return machine
+
+
+def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespace: str, selector: str | None,
+             targets: tuple[str, ...] = ("ready",), timeout: float = 0, dry_run: bool = False,
+             strict_failure_domain: bool = False, concurrency: int = 20, name: str | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineStep], bool]:
+    """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
+    (or deleted) or time is up. No target: one step."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with store_factory() as store:
+            if name:
+                refs = [Ref(INFRA_API, "Metal3Machine", name, namespace)]
+            else:
+                refs = [Ref.of(m) for m in store.list(INFRA_API, "Metal3Machine", namespace, selector)]
+            steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain) for ref in refs]
+        if not targets or dry_run:  # one step: the hosts have reconciles of their own (the operator's)
+            return steps, True
+        # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
+        hosts = sorted({s.host for s in steps if s.host})
+        host_refs = [Ref(BMH_API, "BareMetalHost", h.rpartition("/")[2], h.rpartition("/")[0] or namespace)
+                     for h in hosts]
+        if host_refs:
+            reconcile_hosts(store_factory, ironic, host_refs, (), 0, concurrency)
+        present = [s for s in steps if s.machine is not None]
+        reached = all(s.ready for s in present) if "ready" in targets else not present
+        if reached:
+            return steps, reached
+        stuck = [s for s in present if s.requeue_after is None and not s.ready]
+        if stuck or time.monotonic() >= deadline:
+            return steps, False
+        sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def host_of(machine: Object) -> str:
+    return (machine["metadata"].get("annotations") or {}).get(HOST_ANNOTATION, "")
