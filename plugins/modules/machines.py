@@ -112,7 +112,7 @@ SPEC = ModuleSpec(
         "template": {"type": "str", "required": True},
         "replicas": {"type": "int", "required": True},
         "control_plane": {"type": "bool", "default": False},
-        "bootstrap_secret": {"type": "str"},
+        "bootstrap_secret": {"type": "str", "no_log": False},  # the name of a Secret, not a secret
     }),
     run=run,
 )

@@ -44,7 +44,7 @@ def test_two_runs_racing_for_ten_hosts_never_share_one(tmp_path: Path):
                                  env={**env, "METAL3_STORE_PATH": str(path)}, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for side in "ab"]
         for run in runs:
-            output, _ = run.communicate(timeout=300)
+            output, _errors = run.communicate(timeout=300)
             assert run.returncode == 0, output
         with LocalStore(str(path)) as store:
             hosts = store.list("metal3.io/v1alpha1", "BareMetalHost", NS)

@@ -1,6 +1,7 @@
 """Seeds a scenario's empty store with what the CAPM3 roles need: a cluster over two failure domains, a
 pool, a data template, a machine template and available hosts (status written as their reconcile would).
-Usage: seed.py STORE_PATH [--associated]  (--associated: also a Metal3Machine holding host-0)"""
+Idempotent (converge runs it twice). Usage: seed.py STORE_PATH [--associated]  (--associated: also a
+Metal3Machine holding host-0, and its Metal3DataClaim)"""
 from __future__ import annotations
 
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "build" / "collections"))
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref  # noqa: E402
 
@@ -15,8 +17,27 @@ NS = "molecule"
 INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 
 
+class _Once:
+    """The store, creating only what is missing: converge runs twice (molecule's idempotence check)."""
+
+    def __init__(self, store: LocalStore):
+        self.store, self.created = store, 0
+
+    def create(self, obj: dict) -> dict:
+        try:
+            created = self.store.create(obj)
+        except AlreadyExists:
+            return self.store.get(Ref.of(obj))
+        self.created += 1
+        return created
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+
 def main() -> None:
-    with LocalStore(sys.argv[1]) as store:
+    with LocalStore(sys.argv[1]) as opened:
+        store = _Once(opened)
         store.create({"apiVersion": INFRA, "kind": "Metal3Cluster", "metadata": {"name": "mol", "namespace": NS},
                       "spec": {"failureDomains": {"az-a": {"controlPlane": True}, "az-b": {"controlPlane": True}}}})
         store.create({"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool",
@@ -39,9 +60,10 @@ def main() -> None:
                                  "metadata": {"name": f"host-{i}", "namespace": NS, "labels": {
                                      "infrastructure.cluster.x-k8s.io/failure-domain": f"az-{'ab'[i % 2]}"}},
                                  "spec": {"online": False}})
-            store.update_status({**host, "status": {"provisioning": {"state": "available"}, "hardware": {
-                "nics": [{"name": "eno1", "mac": f"52:54:00:6d:00:0{i}"}]}}})
-        if "--associated" in sys.argv:
+            if not host.get("status"):
+                store.update_status({**host, "status": {"provisioning": {"state": "available"}, "hardware": {
+                    "nics": [{"name": "eno1", "mac": f"52:54:00:6d:00:0{i}"}]}}})
+        if "--associated" in sys.argv and store.created:
             m3m = store.create({"apiVersion": INFRA, "kind": "Metal3Machine",
                                 "metadata": {"name": "m-0", "namespace": NS,
                                              "annotations": {"metal3.io/BareMetalHost": f"{NS}/host-0"}},
@@ -54,6 +76,7 @@ def main() -> None:
                               {"apiVersion": INFRA, "kind": "Metal3Machine", "name": "m-0",
                                "uid": m3m["metadata"]["uid"], "controller": True}]},
                           "spec": {"template": {"name": "net"}}})
+        print(f"created {store.created}")
 
 
 if __name__ == "__main__":

@@ -309,7 +309,7 @@ class _Flow:
         def write() -> Object:
             current = self.store.get(self.ref)
             status = copy.deepcopy(current.get("status") or {})
-            status.update({key: value for key, value in rendered.items()})
+            status.update(rendered)
             status["addresses"] = self._addresses(rendered, host)
             status["ready"] = ready
             status["conditions"] = set_condition(status.get("conditions"), "AssociateBareMetalHost", True,

@@ -268,8 +268,7 @@ def _pool_ref_name(value: Any, path: str) -> str:
 def _pool_name(ref: PoolRef, objects: dict[str, dict]) -> str:
     if ref.name is not None:
         return ref.name
-    assert ref.annotation is not None
-    return _annotation_value(objects, ref.annotation, ref.path)
+    return _annotation_value(objects, ref.annotation or {}, ref.path)
 
 
 def _pool(addresses: Addresses, name: str, path: str) -> dict[str, Any]:
