@@ -1,0 +1,62 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Metal3Cluster, as CAPM3's cluster controller: ready once its control-plane endpoint is set, its failure
+domains published in status, and, deleted, gone only once none of its Metal3Machines is left."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CLUSTER_FINALIZER,
+    CLUSTER_NAME_LABEL,
+    INFRA_API,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
+    ensure_finalizer,
+    remove_finalizer,
+    set_condition,
+)
+
+READY_CONDITION = "BaremetalInfrastructureReady"
+WAIT = 5.0
+
+
+@dataclass
+class ClusterStep:
+    cluster: Object | None
+    ready: bool = False
+    requeue_after: float | None = None
+    message: str = ""
+    changed: bool = False
+
+
+def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> ClusterStep:
+    try:
+        cluster = store.get(ref)
+    except NotFound:
+        return ClusterStep(None, message="gone")
+    if cluster["metadata"].get("deletionTimestamp"):
+        machines = store.list(INFRA_API, "Metal3Machine", ref.namespace, f"{CLUSTER_NAME_LABEL}={ref.name}")
+        if machines:
+            return ClusterStep(cluster, False, WAIT, f"waiting for {len(machines)} Metal3Machines to go")
+        remove_finalizer(store, ref, CLUSTER_FINALIZER, dry_run)
+        return ClusterStep(None, message="deleted", changed=True)
+    before = cluster
+    cluster = ensure_finalizer(store, ref, CLUSTER_FINALIZER, dry_run)
+    spec = cluster.get("spec") or {}
+    endpoint = spec.get("controlPlaneEndpoint") or {}
+    ready = bool(endpoint.get("host")) and bool(endpoint.get("port"))
+    status = copy.deepcopy(cluster.get("status") or {})
+    status["ready"] = ready
+    status["failureDomains"] = copy.deepcopy(spec.get("failureDomains") or {})
+    status["conditions"] = set_condition(status.get("conditions"), READY_CONDITION, ready,
+                                         "" if ready else "ControlPlaneEndpointMissing",
+                                         "" if ready else "spec.controlPlaneEndpoint: host and port are required")
+    if status != cluster.get("status"):
+        cluster = store.update_status({**cluster, "status": status}, dry_run=dry_run)
+    return ClusterStep(cluster, ready, None, "ready" if ready else "no control-plane endpoint",
+                       cluster != before)
