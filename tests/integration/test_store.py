@@ -59,6 +59,12 @@ def test_get_of_a_missing_object_is_not_found(store, namespace):
         store.get(Ref(POOL_API, "IPPool", "nothing", namespace))
 
 
+def test_get_if_exists_is_none_for_a_missing_object(store, namespace):
+    assert store.get_if_exists(Ref(POOL_API, "IPPool", "absent", namespace)) is None
+    store.create(pool("present", namespace))
+    assert store.get_if_exists(Ref(POOL_API, "IPPool", "present", namespace))["metadata"]["name"] == "present"
+
+
 def test_create_drops_status_of_a_kind_with_a_status_subresource(store, namespace):
     obj = pool("p1", namespace)
     obj["status"] = {"allocations": {"a": "192.168.0.10"}}

@@ -159,9 +159,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
     if (data.get("status") or {}).get("ready"):
         return DataStep(data, True)
     namespace = ref.namespace
-    try:
-        claim = store.get(Ref(INFRA_API, "Metal3DataClaim", data["spec"]["claim"]["name"], namespace))
-    except NotFound:
+    claim = store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", data["spec"]["claim"]["name"], namespace))
+    if claim is None:
         return DataStep(data, False, WAIT, "waiting for its Metal3DataClaim")
     objects = _objects(store, claim)
     if "metal3machine" not in objects or "baremetalhost" not in objects:
@@ -209,29 +208,24 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
     namespace = claim["metadata"]["namespace"]
     objects: dict[str, Object] = {}
     owner = owner_named(claim, "Metal3Machine")
-    try:
-        m3m = store.get(Ref(INFRA_API, "Metal3Machine", owner["name"] if owner else claim["metadata"]["name"],
-                            namespace))
-    except NotFound:
+    m3m = store.get_if_exists(Ref(INFRA_API, "Metal3Machine", owner["name"] if owner else claim["metadata"]["name"],
+                                  namespace))
+    if m3m is None:
         return objects
     objects["metal3machine"] = m3m
     machine = owner_named(m3m, "Machine")
-    if machine:
-        with contextlib.suppress(NotFound):
-            objects["machine"] = store.get(Ref(CAPI_API, "Machine", machine["name"], namespace))
     host = (m3m["metadata"].get("annotations") or {}).get(HOST_ANNOTATION)
-    if host:
-        host_ns, _slash, host_name = host.rpartition("/")
-        with contextlib.suppress(NotFound):
-            objects["baremetalhost"] = store.get(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace))
+    host_ns, _slash, host_name = (host or "").rpartition("/")
+    found = {"machine": store.get_if_exists(Ref(CAPI_API, "Machine", machine["name"], namespace)) if machine else None,
+             "baremetalhost": store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace))
+             if host else None}
+    objects.update({key: obj for key, obj in found.items() if obj is not None})
     return objects
 
 
 def _secret(store: Store, namespace: str, name: str) -> dict[str, str] | None:
-    try:
-        return secret_values(store.get(Ref("v1", "Secret", name, namespace)))
-    except NotFound:
-        return None
+    secret = store.get_if_exists(Ref("v1", "Secret", name, namespace))
+    return secret_values(secret) if secret is not None else None
 
 
 def _address(store: Store, data: Object, pool: str, dry_run: bool) -> dict[str, Any] | None:

@@ -125,21 +125,11 @@ class _Flow:
 
     def _owner_machine(self) -> Object | None:
         owner = owner_named(self.m3m, "Machine")
-        if not owner:
-            return None
-        try:
-            return self.store.get(Ref(CAPI_API, "Machine", owner["name"], self.ref.namespace))
-        except NotFound:
-            return None
+        return self.store.get_if_exists(Ref(CAPI_API, "Machine", owner["name"], self.ref.namespace)) if owner else None
 
     def _cluster(self) -> Object | None:
         name = (self.m3m["metadata"].get("labels") or {}).get(CLUSTER_NAME_LABEL)
-        if not name:
-            return None
-        try:
-            return self.store.get(Ref(CAPI_API, "Cluster", name, self.ref.namespace))
-        except NotFound:
-            return None
+        return self.store.get_if_exists(Ref(CAPI_API, "Cluster", name, self.ref.namespace)) if name else None
 
     def paused(self) -> bool:
         return (PAUSED_ANNOTATION in (self.m3m["metadata"].get("annotations") or {})
@@ -196,10 +186,7 @@ class _Flow:
         """The host this machine holds, or one chosen and claimed now; else why there is none."""
         host_ref = self._host_ref()
         if host_ref is not None:
-            try:
-                host = self.store.get(host_ref)
-            except NotFound:
-                host = None
+            host = self.store.get_if_exists(host_ref)
             if host is not None and self.consumer.holds(host):
                 return host, self.step("associated")
             return None, self.step("pending", None, f"host {self.host_name} is gone or held by another consumer")
@@ -216,12 +203,8 @@ class _Flow:
 
     def _template(self) -> Object | None:
         name = (self.m3m["metadata"].get("annotations") or {}).get(CLONED_FROM_NAME)
-        if not name:
-            return None
-        try:
-            return self.store.get(Ref(INFRA_API, "Metal3MachineTemplate", name, self.ref.namespace))
-        except NotFound:
-            return None
+        return self.store.get_if_exists(Ref(INFRA_API, "Metal3MachineTemplate", name, self.ref.namespace)) \
+            if name else None
 
     def _reuse_name(self) -> str | None:
         template = self._template()
@@ -247,11 +230,9 @@ class _Flow:
 
     def _data_claim(self, template: dict[str, str]) -> Object:
         """The Metal3DataClaim named after the Metal3Machine; once made, its template never changes."""
-        ref = Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace)
-        try:
-            return self.store.get(ref)
-        except NotFound:
-            pass
+        existing = self.store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace))
+        if existing is not None:
+            return existing
         labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
         claim = {"apiVersion": INFRA_API, "kind": "Metal3DataClaim",
                  "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,
@@ -353,20 +334,14 @@ class _Flow:
     def delete(self) -> MachineStep:
         host_ref = self._host_ref()
         if host_ref is not None:
-            try:
-                host = self.store.get(host_ref)
-            except NotFound:
-                host = None
+            host = self.store.get_if_exists(host_ref)
             if host is not None and self.consumer.holds(host):
                 waiting = self._release_host(host_ref)
                 if waiting:
                     return self.step("deprovisioning", WAIT, waiting)
         claim_ref = Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace)
-        try:
-            self.store.get(claim_ref)
+        if self.store.get_if_exists(claim_ref) is not None:
             self.store.delete(claim_ref, dry_run=self.dry_run)
-        except NotFound:
-            pass
         claim = reconcile_data_claim(self.store, claim_ref, self.dry_run)
         if claim.obj is not None:
             return self.step("deleting", WAIT, "releasing the rendered data")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Iterable
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
 
 
@@ -21,6 +22,13 @@ class Store(ABC):
     @abstractmethod
     def get(self, ref: Ref) -> Object:
         """The object named by ``ref``; NotFound when there is none."""
+
+    def get_if_exists(self, ref: Ref) -> Object | None:
+        """The object named by ``ref``, or None when there is none."""
+        try:
+            return self.get(ref)
+        except NotFound:
+            return None
 
     @abstractmethod
     def list(self, api_version: str, kind: str, namespace: str | None = None,
