@@ -58,6 +58,13 @@ options:
         preference, as upstream - with no free host in it, any free host is claimed.
     type: bool
     default: false
+  fast_track:
+    description:
+      - How a released host is powered, as upstream's fast-track matrix - C(disablePowerOff) keeps it on; with
+        fast track a host that will be cleaned (C(automatedCleaningMode) not C(disabled)) stays on; otherwise it is
+        powered off. Default from E(CAPM3_FAST_TRACK), else false.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -115,6 +122,8 @@ machines:
 
 from typing import Any
 
+from ansible.module_utils.basic import env_fallback
+
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_ironic
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
@@ -132,7 +141,8 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     wait_for = params["wait_for"]
     steps, reached = converge(lambda: open_store(options), IronicOptions.from_params(params), params["namespace"],
                               selector, (wait_for,) if wait_for else (), params["wait_timeout"] if wait_for else 0,
-                              check_mode, params["strict_failure_domain"], name=params["name"])
+                              check_mode, params["strict_failure_domain"], name=params["name"],
+                              fast_track=params["fast_track"])
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "machines": [s.summary() for s in steps if s.machine is not None]}
     if wait_for and not reached:
@@ -150,6 +160,7 @@ SPEC = ModuleSpec(
         "wait_for": {"type": "str", "choices": ["ready", "deleted"]},
         "wait_timeout": {"type": "int", "default": 1800},
         "strict_failure_domain": {"type": "bool", "default": False},
+        "fast_track": {"type": "bool", "default": False, "fallback": (env_fallback, ["CAPM3_FAST_TRACK"])},
     }),
     run=run,
     mutually_exclusive=[["name", "label_selectors"]],

@@ -90,13 +90,21 @@ class MachineStep:
                 "message": self.message}
 
 
+def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) -> bool:
+    """Whether a released host stays powered on, as upstream's fast-track matrix: disablePowerOff wins; with
+    fast track (CAPM3_FAST_TRACK) a host that will be cleaned stays on; otherwise it is powered off."""
+    if host_spec.get("disablePowerOff"):
+        return True
+    return fast_track and host_spec.get("automatedCleaningMode", "metadata") != "disabled"
+
+
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
-                            strict_failure_domain: bool = False) -> MachineStep:
+                            strict_failure_domain: bool = False, fast_track: bool = False) -> MachineStep:
     try:
         m3m = store.get(ref)
     except NotFound:
         return MachineStep(None, "deleted", message="gone")
-    flow = _Flow(store, m3m, dry_run, strict_failure_domain)
+    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track)
     if flow.paused():
         return MachineStep(m3m, "paused", message="paused", host=flow.host_name)
     if m3m["metadata"].get("deletionTimestamp"):
@@ -105,8 +113,9 @@ def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
 
 
 class _Flow:
-    def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool):
+    def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool, fast_track: bool):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
+        self.fast_track = fast_track
         self.ref = Ref.of(m3m)
         self.consumer = Consumer.of(m3m)
         self.changed = False
@@ -353,7 +362,7 @@ class _Flow:
         def clear(host: Object) -> None:
             for key in ("image", "customDeploy", "userData", "metaData", "networkData"):
                 host["spec"].pop(key, None)
-            host["spec"]["online"] = False
+            host["spec"]["online"] = online_after_release(host["spec"], self.fast_track)
 
         try:
             host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)

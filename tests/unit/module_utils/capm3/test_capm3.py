@@ -6,7 +6,10 @@ import pytest
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API, PAUSED_ANNOTATION
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
-from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import (
+    online_after_release,
+    reconcile_metal3machine,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
@@ -87,3 +90,18 @@ def test_a_cluster_is_ready_with_its_endpoint_and_publishes_its_failure_domains(
     assert reconcile_metal3cluster(store, ref).requeue_after  # waits for its machines
     store.delete(Ref(INFRA_API, "Metal3Machine", "m", NS))
     assert reconcile_metal3cluster(store, ref).cluster is None
+
+
+# host spec, fast track → powered on once released (upstream's fast-track matrix)
+RELEASE_POWER = [
+    ({}, False, False),
+    ({}, True, True),
+    ({"automatedCleaningMode": "disabled"}, True, False),
+    ({"disablePowerOff": True}, False, True),
+    ({"automatedCleaningMode": "metadata"}, False, False),
+]
+
+
+@pytest.mark.parametrize(("spec", "fast_track", "online"), RELEASE_POWER)
+def test_power_of_a_released_host(spec, fast_track, online):
+    assert online_after_release(spec, fast_track) is online
