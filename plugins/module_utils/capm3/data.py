@@ -52,6 +52,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render
 DATA_NAME_LABEL = "infrastructure.cluster.x-k8s.io/data-name"
 POOL_NAME_LABEL = "infrastructure.cluster.x-k8s.io/pool-name"
 WAIT = 1.0
+INDEX_ATTEMPTS = 100  # an index taken by a racing claim is retried; this many races is a bug
 
 
 @dataclass
@@ -99,7 +100,7 @@ def _create_data(store: Store, claim: Object, template: str, template_ns: str, d
     namespace = claim["metadata"]["namespace"]
     owners = [owner_reference(claim, controller=True),
               *(r for r in claim["metadata"].get("ownerReferences") or [] if not r.get("controller"))]
-    while True:
+    for _attempt in range(INDEX_ATTEMPTS):
         datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace)
                  if d["spec"]["template"]["name"] == template]
         for data in datas:  # created by an earlier step that did not get to write the claim's status
@@ -119,6 +120,8 @@ def _create_data(store: Store, claim: Object, template: str, template_ns: str, d
             return store.create(data, dry_run=dry_run)
         except AlreadyExists:
             continue  # another claim took this index first: take the next
+    raise Conflict(f"Metal3DataClaim {namespace}/{claim['metadata']['name']}: no free index of template {template} "
+                   f"after {INDEX_ATTEMPTS} attempts")
 
 
 def _claim_status(store: Store, claim: Object, data: Object | None, error: str, dry_run: bool,
