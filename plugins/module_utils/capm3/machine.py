@@ -121,6 +121,7 @@ class _Flow:
         self.changed = False
         self.machine = self._owner_machine()
         self.cluster = self._cluster()
+        self.template = self._template()  # read once: node reuse and the data template both need it
 
     @property
     def host_name(self) -> str:
@@ -216,7 +217,7 @@ class _Flow:
             if name else None
 
     def _reuse_name(self) -> str | None:
-        template = self._template()
+        template = self.template
         if not template or not template["spec"].get("nodeReuse"):
             return None
         owner = owner_named(self.machine or {"metadata": {}}, "MachineSet") or owner_named(
@@ -228,7 +229,7 @@ class _Flow:
         spec = self.m3m["spec"]
         domain = (host["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL)
         by_domain = dict(spec.get("dataTemplatesByFailureDomain") or {})
-        template = self._template()
+        template = self.template
         for entry in ((template or {}).get("spec") or {}).get("failureDomainDataTemplates") or []:
             by_domain.setdefault(entry["failureDomain"], entry["dataTemplate"])
         chosen = by_domain.get(domain) if domain else None

@@ -22,7 +22,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CAPI_API,
     CLONED_FROM_NAME,
     CLUSTER_NAME_LABEL,
-    HOST_ANNOTATION,
     INFRA_API,
     owner_reference,
 )
@@ -157,7 +156,3 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
         if stuck or time.monotonic() >= deadline:
             return steps, False
         sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-
-
-def host_of(machine: Object) -> str:
-    return (machine["metadata"].get("annotations") or {}).get(HOST_ANNOTATION, "")
