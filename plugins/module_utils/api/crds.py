@@ -103,6 +103,10 @@ CRDS = json.loads(r'''
           "conditions": {
            "items": {
             "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
              "lastTransitionTime": {
               "type": "string"
              },
@@ -397,6 +401,10 @@ CRDS = json.loads(r'''
           "conditions": {
            "items": {
             "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
              "lastTransitionTime": {
               "type": "string"
              },
@@ -895,6 +903,38 @@ CRDS = json.loads(r'''
         },
         "status": {
          "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
           "errorMessage": {
            "type": "string"
           },
@@ -1025,6 +1065,38 @@ CRDS = json.loads(r'''
         },
         "status": {
          "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
           "errorMessage": {
            "type": "string"
           },
@@ -1187,6 +1259,38 @@ CRDS = json.loads(r'''
            },
            "type": "object"
           },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
           "inUse": {
            "type": "string"
           },
@@ -1333,6 +1437,38 @@ CRDS = json.loads(r'''
             }
            },
            "type": "object"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
           },
           "errorMessage": {
            "type": "string"
@@ -1818,6 +1954,10 @@ CRDS = json.loads(r'''
           "conditions": {
            "items": {
             "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
              "lastTransitionTime": {
               "format": "date-time",
               "type": "string"

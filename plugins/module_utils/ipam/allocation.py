@@ -104,17 +104,27 @@ class _Claim:
         return Ref.of(self.obj)
 
 
-def _mark(store: Store, pool_ref: Ref, change: Callable[[Pool, InUse], None], dry_run: bool) -> None:
-    """Record offsets in (or out of) the pool's in-use index, against concurrent writers."""
+def _mark(store: Store, pool_ref: Ref, claim: str, address: str, held: bool, dry_run: bool) -> None:
+    """Record (or forget) a claim's address in its pool's status - allocations and in-use index - against
+    concurrent writers: the pool's status stays current without a reconcile of the pool for each claim."""
     def write() -> Object:
         pool_obj = store.get(pool_ref)
         status = pool_obj.get("status") or {}
         in_use = InUse(status.get("inUse"))
-        change(parse_pool(pool_obj), in_use)
+        allocations = dict(status.get("allocations") or {})
+        offset = parse_pool(pool_obj).offset_of(address)
+        if held:
+            allocations[claim] = address
+            if offset is not None:
+                in_use.add(offset)
+        elif allocations.get(claim, address) == address:
+            allocations.pop(claim, None)
+            if offset is not None:
+                in_use.discard(offset)
         encoded = in_use.encode()
-        if encoded == status.get("inUse"):
+        if encoded == status.get("inUse") and allocations == (status.get("allocations") or {}):
             return pool_obj
-        pool_obj["status"] = {**status, "inUse": encoded, "lastUpdated": now()}
+        pool_obj["status"] = {**status, "inUse": encoded, "allocations": allocations, "lastUpdated": now()}
         return store.update_status(pool_obj, dry_run=dry_run)
 
     retry_on_conflict(write)
@@ -351,19 +361,8 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         address_to_take = None
     if _reserved_address(claim) != taken["spec"]["address"]:
         retry_on_conflict(lambda: _reserve_fresh(store, claim, taken["spec"]["address"], dry_run))
-    offset = pool.offset_of(taken["spec"]["address"])
-    if offset is not None:
-        _mark(store, claim.pool, lambda _pool, in_use: in_use.add(offset), dry_run)
+    _mark(store, claim.pool, claim.name, taken["spec"]["address"], True, dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
-
-
-def _forget(address: str) -> Callable[[Pool, InUse], None]:
-    def change(pool: Pool, in_use: InUse) -> None:
-        offset = pool.offset_of(address)
-        if offset is not None:
-            in_use.discard(offset)
-
-    return change
 
 
 def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
@@ -385,7 +384,7 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
             store.delete(Ref.of(address), dry_run=dry_run)
         if claim.pool:
             with contextlib.suppress(NotFound):
-                _mark(store, claim.pool, _forget(address["spec"]["address"]), dry_run)
+                _mark(store, claim.pool, claim.name, address["spec"]["address"], False, dry_run)
     remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
     return Allocation(claim.obj, released=True, changed=True)
 
@@ -415,31 +414,51 @@ def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocat
         try:
             ipaddress.ip_address(claim.requested)
         except ValueError:
-            return Allocation(_write_ip_claim_status(store, claim, None, INVALID_ANNOTATION, dry_run),
+            return Allocation(_write_ip_claim_status(store, claim, None, INVALID_ANNOTATION, None, dry_run),
                               error=INVALID_ANNOTATION)
 
     def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
-        return _write_ip_claim_status(store, claim, address, error or waiting, dry_run)
+        return _write_ip_claim_status(store, claim, address, error, waiting, dry_run)
 
     return _allocate(store, claim, dry_run, write_status)
 
 
-def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, message: str | None,
-                           dry_run: bool) -> Object:
-    status: dict[str, Any] = {}
+def _ready(address: Object | None, error: str | None, waiting: str | None) -> tuple[str, str, str]:
+    """The claim's Ready condition (status, reason, message), as CAPI's IPAM contract words it."""
     if address:
-        status["address"] = {"name": address["metadata"]["name"], "namespace": address["metadata"]["namespace"]}
-    if message:
-        status["errorMessage"] = message
+        return "True", "", ""
+    reason = "PoolExhausted" if error == EXHAUSTED else ("AllocationFailed" if error else "WaitingForPool")
+    return "False", reason, error or waiting or ""
 
+
+def _write_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
+                        waiting: str | None, dry_run: bool, fields: Callable[[dict[str, Any]], None]) -> Object:
+    """Ready set and ``fields`` applied to the claim's status; whatever else is there (conditions of the
+    operator that runs this reconcile, say) is kept."""
     def write() -> Object:
         obj = store.get(claim.ref)
-        if (obj.get("status") or {}) == status:
+        status = copy.deepcopy(obj.get("status") or {})
+        status["conditions"] = set_condition(status.get("conditions"), "Ready", *_ready(address, error, waiting))
+        fields(status)
+        if status == obj.get("status"):
             return obj
         obj["status"] = status
         return store.update_status(obj, dry_run=dry_run)
 
     return retry_on_conflict(write)
+
+
+def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
+                           waiting: str | None, dry_run: bool) -> Object:
+    def fields(status: dict[str, Any]) -> None:
+        status.pop("address", None)
+        status.pop("errorMessage", None)
+        if address:
+            status["address"] = {"name": address["metadata"]["name"], "namespace": address["metadata"]["namespace"]}
+        if error or waiting:
+            status["errorMessage"] = error or waiting
+
+    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields)
 
 
 # -- Cluster API IPAddressClaim -------------------------------------------------------------------
@@ -496,27 +515,13 @@ def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
 
 def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
                              waiting: str | None, dry_run: bool) -> Object:
-    if address:
-        condition = {"type": "Ready", "status": "True", "reason": "", "message": ""}
-    else:
-        reason = "PoolExhausted" if error == EXHAUSTED else ("AllocationFailed" if error else "WaitingForPool")
-        condition = {"type": "Ready", "status": "False", "reason": reason, "message": error or waiting or ""}
-
-    def write() -> Object:
-        obj = store.get(claim.ref)
-        status = copy.deepcopy(obj.get("status") or {})
-        status["conditions"] = set_condition(status.get("conditions"), "Ready", condition["status"],
-                                             condition["reason"], condition["message"])
+    def fields(status: dict[str, Any]) -> None:
         if address:
             status["addressRef"] = {"name": claim.name}
         else:
             status.pop("addressRef", None)
-        if status == obj.get("status"):
-            return obj
-        obj["status"] = status
-        return store.update_status(obj, dry_run=dry_run)
 
-    return retry_on_conflict(write)
+    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields)
 
 
 # -- IPPool ---------------------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+#!/usr/bin/python
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ipam_reconcile
+short_description: Reconcile an IPPool, IPClaim or IPAddressClaim that already exists, as the IP address manager does
+version_added: 0.2.0
+author: Metal3 community (@metal3-io)
+description:
+  - One step of the Metal3 IP address manager for one object, by kind and name - what the operator runs for an
+    event. The object is read from the store, never written from options; M(metal3.baremetal.ip_claim) and
+    M(metal3.baremetal.ip_pool) are the ones that put claims and pools in place.
+  - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io)) gets its address
+    and a C(Ready) condition; deleted, it releases it. Allocation errors (C(Exhausted IP Pools),
+    C(Requested IP not available), ...) fail the task with that message, and are in the claim's status too.
+  - An IPPool gets its status rebuilt from its IPAddresses; deleted, it goes once nothing is allocated from it.
+extends_documentation_fragment:
+  - metal3.baremetal.store
+  - metal3.baremetal.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  kind:
+    description: The kind to reconcile.
+    type: str
+    choices: [IPPool, IPClaim, IPAddressClaim]
+    default: IPClaim
+  name:
+    description: Its name.
+    type: str
+    required: true
+  namespace:
+    description: Its namespace.
+    type: str
+    default: default
+"""
+
+EXAMPLES = r"""
+- name: One step of an IPClaim
+  metal3.baremetal.ipam_reconcile:
+    kind: IPClaim
+    name: node-0-provisioning
+    namespace: metal3
+"""
+
+RETURN = r"""
+ready:
+  description: Whether the claim holds its address (for an IPPool, whether it is in place and not being deleted).
+  returned: always
+  type: bool
+requeue_after:
+  description: Seconds after which to look again (no pool matches yet, a pool still has allocations); null otherwise.
+  returned: always
+  type: float
+address:
+  description: The claim's address, when it has one.
+  returned: always
+  type: str
+message:
+  description: What the claim waits for, or why it has no address.
+  returned: always
+  type: str
+object:
+  description: The object after the step; empty once gone.
+  returned: always
+  type: dict
+"""
+
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    CAPI_IPAM_API,
+    IPAM_API,
+    reconcile_ip_address_claim,
+    reconcile_ip_claim,
+    reconcile_ip_pool,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+
+API = {"IPPool": IPAM_API, "IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
+# How long a claim with no pool, or a pool with allocations left, waits before looking again.
+WAITING_REQUEUE = 10.0
+
+
+def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    kind = params["kind"]
+    ref = Ref(API[kind], kind, params["name"], params["namespace"])
+    with open_store(store_options(params)) as store:
+        if kind == "IPPool":
+            pool = reconcile_ip_pool(store, ref, check_mode)
+            return {"changed": False, "ready": pool.pool is not None and not pool.removed and not pool.waiting,
+                    "requeue_after": WAITING_REQUEUE if pool.waiting else None, "address": None,
+                    "message": pool.waiting or "", "object": pool.pool or {}}
+        reconcile = reconcile_ip_claim if kind == "IPClaim" else reconcile_ip_address_claim
+        allocation = reconcile(store, ref, check_mode)
+    result = {"changed": allocation.changed, "ready": allocation.address is not None,
+              "requeue_after": WAITING_REQUEUE if allocation.requeue else None,
+              "address": allocation.summary()["address"], "message": allocation.error or allocation.waiting or "",
+              "object": allocation.claim or {}}
+    if allocation.error:
+        result.update(failed=True, msg=f"{kind} {ref.namespace}/{ref.name}: {allocation.error}")
+    return result
+
+
+SPEC = ModuleSpec(
+    argument_spec=with_store({
+        "kind": {"type": "str", "choices": list(API), "default": "IPClaim"},
+        "name": {"type": "str", "required": True},
+        "namespace": {"type": "str", "default": "default"},
+    }),
+    run=run,
+)
+
+
+def main() -> None:
+    run_module(SPEC)
+
+
+if __name__ == "__main__":
+    main()
