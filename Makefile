@@ -9,13 +9,15 @@ COLLECTION := $(COLLECTIONS)/ansible_collections/metal3/baremetal
 CLUSTER_DIR ?= build/cluster
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# The operator's package (operator/metal3_operator), for the operator, its tests and the cluster harness.
+export PYTHONPATH := $(CURDIR)/operator$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
-        cluster cluster-down clean demo demo-clean molecule
+        cluster cluster-down clean demo demo-clean molecule operator
 
 all: test
 
-$(BIN)/.installed: requirements.txt requirements-test.txt
+$(BIN)/.installed: requirements.txt requirements-test.txt operator/requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-test.txt
 	touch $@
@@ -85,10 +87,16 @@ demo-clean: venv collection
 	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/demo.yml -e demo_state=absent
 
 cluster: venv kube-binaries
-	$(BIN)/python tests/harness/kube.py up --dir $(CLUSTER_DIR)
+	$(BIN)/python -m tests.harness.cluster up --dir $(CLUSTER_DIR)
 
 cluster-down: venv
-	$(BIN)/python tests/harness/kube.py down --dir $(CLUSTER_DIR)
+	$(BIN)/python -m tests.harness.cluster down --dir $(CLUSTER_DIR)
+
+# The operator, against the cluster KUBECONFIG names (`make cluster` starts a local one), CRDs installed first.
+# OPERATOR_ARGS adds flags, e.g. OPERATOR_ARGS=--leader-elect.
+operator: venv collection
+	$(BIN)/python -m metal3_operator.crds config/crd/*.yaml
+	$(BIN)/python -m metal3_operator --watches-file operator/watches.yaml $(OPERATOR_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

@@ -96,7 +96,7 @@ class KubeCluster:
     """etcd + kube-apiserver (+ kube-controller-manager) in ``workdir``; ``start()``, ``stop()``."""
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None) -> None:
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()
         self.bin_dir = bin_dir
         self.processes: dict[str, subprocess.Popen] = {}
         self.port = 0
@@ -231,52 +231,12 @@ class KubeCluster:
 
     def install_crds(self, paths: list[Path] | None = None, timeout: float = 60.0) -> list[str]:
         """Create (or replace) every CRD in ``paths``; wait until each is Established and served."""
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.dynamic import DynamicClient
-        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+        from metal3_operator.crds import CRDError, install
 
-        api = self.api_client()
-        extensions = client.ApiextensionsV1Api(api)
-        names = []
-        crds = [doc for path in (CRD_FILES if paths is None else paths)
-                for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            names.append(name)
-            try:
-                extensions.create_custom_resource_definition(crd)
-            except ApiException as e:
-                if e.status != 409:
-                    raise ClusterError(f"CRD {name} refused: {e.body}") from None
-                crd["metadata"]["resourceVersion"] = \
-                    extensions.read_custom_resource_definition(name).metadata.resource_version
-                extensions.replace_custom_resource_definition(name, crd)
-        deadline = time.monotonic() + timeout
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            while True:
-                status = extensions.read_custom_resource_definition(name).status
-                if any(c.type == "Established" and c.status == "True" for c in status.conditions or []):
-                    break
-                if time.monotonic() > deadline:
-                    raise ClusterError(f"CRD {name} not Established after {timeout:.0f}s")
-                time.sleep(0.1)
-        dynamic = DynamicClient(api)
-        for crd in crds:
-            spec = crd["spec"]
-            for version in spec["versions"]:
-                while True:
-                    try:
-                        dynamic.resources.get(api_version=f"{spec['group']}/{version['name']}",
-                                              kind=spec["names"]["kind"])
-                        break
-                    except ResourceNotFoundError:
-                        if time.monotonic() > deadline:
-                            raise ClusterError(f"{spec['names']['kind']} not served after {timeout:.0f}s") from None
-                        dynamic.resources.invalidate_cache()
-                        time.sleep(0.2)
-        return names
+        try:
+            return install(self.api_client(), list(CRD_FILES if paths is None else paths), timeout)
+        except CRDError as e:
+            raise ClusterError(str(e)) from None
 
     def new_namespace(self, prefix: str = "test") -> str:
         from kubernetes import client

@@ -1,0 +1,313 @@
+"""One controller per watched kind: list and watch into a cache, a work queue of object keys, and workers
+that reconcile a key by running the watch's role - level-based, as controller-runtime reconciles.
+
+An object is reconciled when it appears, when its generation changes (spec edits; status writes do not
+count), when it starts being deleted, when a reconcile asked to be requeued, and every reconcilePeriod.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from metal3_operator import status
+from metal3_operator.metrics import Metrics
+from metal3_operator.parameters import extra_vars
+from metal3_operator.runner import Result, Runner
+from metal3_operator.watches import Watch, parse_duration
+from metal3_operator.workqueue import WorkQueue
+
+log = logging.getLogger("metal3_operator.controller")
+RECONCILE_PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period"
+MAX_ARTIFACTS_ANNOTATION = "ansible.sdk.operatorframework.io/max-runner-artifacts"
+WATCH_TIMEOUT = 300
+COMPONENT = "metal3-baremetal-operator"
+Key = tuple[str, str]
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
+
+
+def wants_reconcile(old: dict[str, Any] | None, new: dict[str, Any], annotations: bool) -> bool:
+    """controller-runtime's GenerationChanged-or-NoGeneration predicate, plus the start of a deletion."""
+    if old is None:
+        return True
+    o, n = old["metadata"], new["metadata"]
+    if "generation" not in n or o.get("generation") != n.get("generation"):
+        return True
+    if bool(o.get("deletionTimestamp")) != bool(n.get("deletionTimestamp")):
+        return True
+    return annotations and o.get("annotations") != n.get("annotations")
+
+
+class Controller:
+    def __init__(self, w: Watch, api: client.ApiClient, runner: Runner, metrics: Metrics, workers: int,
+                 reconcile_period: float, namespaces: list[str]) -> None:
+        self.watch = w
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.runner = runner
+        self.metrics = metrics
+        self.workers = max(1, workers)
+        self.reconcile_period = w.reconcile_period if w.reconcile_period is not None else reconcile_period
+        self.namespaces = namespaces or [""]
+        self.queue = WorkQueue()
+        self.cache: dict[Key, dict[str, Any]] = {}
+        self.cache_lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.cancelling = threading.Event()
+        self.synced = threading.Event()
+        self._synced_namespaces: set[str] = set()
+        self.threads: list[threading.Thread] = []
+        self.plural = ""
+        metrics.track_queue(w.name, self.queue)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        resource = DynamicClient(self.api).resources.get(api_version=self.watch.api_version, kind=self.watch.kind)
+        if not resource.namespaced:
+            raise ValueError(f"{self.watch.kind}: only namespaced kinds can be watched")
+        self.plural = resource.name
+        for namespace in self.namespaces:
+            self._thread(f"informer-{self.watch.name}-{namespace or 'all'}", self._inform, namespace)
+        for i in range(self.workers):
+            self._thread(f"worker-{self.watch.name}-{i}", self._work)
+
+    def _thread(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def stop(self) -> None:
+        """Take no new work; reconciles under way finish (``cancel`` ends them early)."""
+        self.stopping.set()
+        self.queue.shut_down()
+
+    def cancel(self) -> None:
+        self.cancelling.set()
+
+    def join(self, deadline: float) -> bool:
+        for thread in self.threads:
+            if thread.name.startswith("worker-"):
+                thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self.threads if t.name.startswith("worker-"))
+
+    def healthy(self) -> bool:
+        return self.stopping.is_set() or all(t.is_alive() for t in self.threads)
+
+    # -- list and watch ---------------------------------------------------------------------------------------
+
+    def _list(self, namespace: str, **kwargs: Any) -> Any:
+        g, v, p = self.watch.group, self.watch.version, self.plural
+        selector = self.watch.label_selector()
+        if selector:
+            kwargs["label_selector"] = selector
+        if namespace:
+            return self.custom.list_namespaced_custom_object(g, v, namespace, p, **kwargs)
+        return self.custom.list_cluster_custom_object(g, v, p, **kwargs)
+
+    def _inform(self, namespace: str) -> None:
+        backoff = 0.5
+        while not self.stopping.is_set():
+            try:
+                version = self._relist(namespace)
+                backoff = 0.5
+                while not self.stopping.is_set():
+                    version = self._watch(namespace, version)
+                    if version is None:
+                        break  # 410 Gone: what we knew is too old, list again
+            except (ApiException, OSError, ValueError) as e:
+                log.warning("%s: list/watch failed, retrying in %.1fs: %s", self.watch.name, backoff, e)
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception:  # noqa: BLE001 - the loop must outlive anything the client raises
+                log.exception("%s: list/watch failed", self.watch.name)
+                self.stopping.wait(backoff)
+
+    def _relist(self, namespace: str) -> str:
+        listed = self._list(namespace)
+        items = {_key(o): o for o in listed.get("items", [])}
+        for o in items.values():
+            o.setdefault("apiVersion", self.watch.api_version)
+            o.setdefault("kind", self.watch.kind)
+        with self.cache_lock:
+            gone = [k for k in self.cache if (not namespace or k[0] == namespace) and k not in items]
+            for k in gone:
+                del self.cache[k]
+            changed = [k for k, o in items.items()
+                       if wants_reconcile(self.cache.get(k), o, self.watch.watch_annotations_changes)]
+            self.cache.update(items)
+        for k in [*gone, *changed]:
+            self.queue.add(k)
+        self._synced_namespaces.add(namespace)
+        if len(self._synced_namespaces) == len(self.namespaces):
+            self.synced.set()
+        return listed["metadata"]["resourceVersion"]
+
+    def _watch(self, namespace: str, version: str) -> str | None:
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(self._list, namespace, resource_version=version, allow_watch_bookmarks=True,
+                                       timeout_seconds=WATCH_TIMEOUT):
+                if self.stopping.is_set():
+                    break
+                obj, kind = event["object"], event["type"]
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        return None
+                    raise ValueError(f"watch error: {obj.get('message')}")
+                version = obj["metadata"]["resourceVersion"]
+                if kind == "BOOKMARK":
+                    continue
+                key = _key(obj)
+                with self.cache_lock:
+                    old = self.cache.get(key)
+                    if kind == "DELETED":
+                        self.cache.pop(key, None)
+                    else:
+                        self.cache[key] = obj
+                if kind == "DELETED" or wants_reconcile(old, obj, self.watch.watch_annotations_changes):
+                    self.queue.add(key)
+        except ApiException as e:
+            if e.status == 410:
+                return None
+            raise
+        finally:
+            stream.stop()
+        return version
+
+    # -- reconcile --------------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.reconcile(key)
+            except Exception as e:  # noqa: BLE001 - one object's trouble must not stop the worker
+                log.exception("%s %s/%s: reconcile error", self.watch.kind, *key)
+                self.metrics.reconciled(self.watch, "error", 0.0)
+                if not isinstance(e, ApiException) or e.status != 404:
+                    self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    def reconcile(self, key: Key) -> None:
+        with self.cache_lock:
+            obj = self.cache.get(key)
+        if obj is None:
+            self.queue.forget(key)
+            return
+        meta = obj["metadata"]
+        finalizer = self.watch.finalizer.name if self.watch.finalizer else None
+        deleting = bool(meta.get("deletionTimestamp"))
+        if deleting and (not finalizer or finalizer not in (meta.get("finalizers") or [])):
+            self.queue.forget(key)
+            return  # being deleted and nothing of ours holds it: nothing to do, as the Ansible Operator does
+        if not deleting and finalizer and finalizer not in (meta.get("finalizers") or []):
+            obj = self._update(key, lambda o: o["metadata"].setdefault("finalizers", []).append(finalizer)
+                               if finalizer not in (o["metadata"].get("finalizers") or []) else None, obj) or obj
+        if self.watch.manage_status:
+            self._write_status(key, status.running(), obj)
+        started = time.monotonic()
+        annotations = meta.get("annotations") or {}
+        result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting), finalizer=deleting,
+                                 cancel=self.cancelling.is_set,
+                                 max_artifacts=_int(annotations.get(MAX_ARTIFACTS_ANNOTATION)))
+        elapsed = time.monotonic() - started
+        if self.watch.manage_status:
+            self._write_status(key, status.done(result.ok, result.stats, result.message()))
+        if not result.ok:
+            self.metrics.reconciled(self.watch, "error", elapsed)
+            log.warning("%s %s/%s: reconcile failed: %s", self.watch.kind, *key, result.message())
+            self._event(obj, result)
+            self.queue.add_rate_limited(key)
+            return
+        self.queue.forget(key)
+        if deleting and result.requeue_after is None:
+            # The finalizer role finished its work: let the deletion go on.
+            self._update(key, lambda o: o["metadata"]["finalizers"].remove(finalizer)
+                         if finalizer in (o["metadata"].get("finalizers") or []) else None)
+            self.metrics.reconciled(self.watch, "success", elapsed)
+            return
+        self.metrics.reconciled(self.watch, "requeue_after" if result.requeue_after is not None else "success",
+                                elapsed)
+        period = self._period(annotations)
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+        elif period > 0:
+            self.queue.add_after(key, period)
+
+    def _period(self, annotations: dict[str, str]) -> float:
+        value = annotations.get(RECONCILE_PERIOD_ANNOTATION)
+        if value:
+            try:
+                return parse_duration(value, RECONCILE_PERIOD_ANNOTATION)
+            except ValueError:
+                log.warning("ignoring %s=%r: not a duration", RECONCILE_PERIOD_ANNOTATION, value)
+        return self.reconcile_period
+
+    # -- writes -----------------------------------------------------------------------------------------------
+
+    def _get(self, key: Key) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(self.watch.group, self.watch.version, key[0], self.plural,
+                                                        key[1])
+
+    def _update(self, key: Key, change: Any, seen: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Apply ``change`` to the object and replace it, on ``seen`` (the cached copy) first and a fresh one
+        after a conflict; None when it is gone."""
+        for _ in range(10):
+            try:
+                obj, seen = copy.deepcopy(seen) if seen else self._get(key), None
+                before = repr(obj["metadata"].get("finalizers"))
+                change(obj)
+                if repr(obj["metadata"].get("finalizers")) == before:
+                    return obj
+                return self.custom.replace_namespaced_custom_object(
+                    self.watch.group, self.watch.version, key[0], self.plural, key[1], obj)
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                if e.status != 409:
+                    raise
+        raise RuntimeError(f"{self.watch.kind} {key[0]}/{key[1]}: gave up after 10 write conflicts")
+
+    def _write_status(self, key: Key, conditions: list[dict[str, Any]], seen: dict[str, Any] | None = None) -> None:
+        for _ in range(10):
+            try:
+                obj, seen = copy.deepcopy(seen) if seen else self._get(key), None
+                current = obj.get("status") or {}
+                obj["status"] = {**current, "conditions": status.merge(current.get("conditions") or [], conditions)}
+                self.custom.replace_namespaced_custom_object_status(
+                    self.watch.group, self.watch.version, key[0], self.plural, key[1], obj)
+                return
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                if e.status != 409:
+                    raise
+        log.warning("%s %s/%s: status not written after 10 conflicts", self.watch.kind, *key)
+
+    def _event(self, obj: dict[str, Any], result: Result) -> None:
+        event = status.failure_event(obj, result.message(), COMPONENT)
+        try:
+            self.core.create_namespaced_event(event["metadata"]["namespace"], event)
+        except ApiException as e:
+            log.warning("could not post the failure Event: %s", e.reason)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and int(value) > 0 else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,186 @@
+"""The operator process: flags, one controller per watch, leader election, probes and metrics, shutdown.
+
+Flag names and defaults are the Ansible Operator's where it has one (``internal/ansible/flags/flag.go``).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from kubernetes import client, config
+
+from metal3_operator.controller import Controller
+from metal3_operator.leader import LeaderElector
+from metal3_operator.metrics import Metrics, metrics_route, probe, serve
+from metal3_operator.runner import Runner
+from metal3_operator.watches import Watch, WatchesError, load, parse_duration
+
+log = logging.getLogger("metal3_operator")
+
+
+def workers_for(watch: Watch, default: int) -> int:
+    """MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> (or the legacy WORKER_<KIND>_<GROUP>), else ``default``."""
+    suffix = f"{watch.kind}_{watch.group}".upper().replace(".", "_").replace("-", "_")
+    for name in (f"MAX_CONCURRENT_RECONCILES_{suffix}", f"WORKER_{suffix}"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                if int(value) > 0:
+                    return int(value)
+            except ValueError:
+                pass
+            raise SystemExit(f"{name}={value!r}: must be a positive integer")
+    return default
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="metal3_operator", description=__doc__)
+    p.add_argument("--watches-file", default=os.environ.get("WATCHES_FILE", "./watches.yaml"))
+    p.add_argument("--kubeconfig", default=None, help="default: KUBECONFIG, ~/.kube/config, or in-cluster")
+    p.add_argument("--leader-elect", action="store_true")
+    p.add_argument("--leader-election-id", default="metal3-baremetal-operator")
+    p.add_argument("--leader-election-namespace", default=None)
+    p.add_argument("--metrics-bind-address", default=":8080", help="'0' turns it off")
+    p.add_argument("--health-probe-bind-address", default=":6789", help="'0' turns it off")
+    p.add_argument("--max-concurrent-reconciles", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--reconcile-period", default="10h")
+    p.add_argument("--ansible-verbosity", type=int, default=0, choices=range(8))
+    p.add_argument("--runner-dir", default=os.path.join(tempfile.gettempdir(), "ansible-operator", "runner"))
+    p.add_argument("--graceful-shutdown-timeout", default="30s")
+    p.add_argument("--no-prefork", action="store_true", help="start ansible-playbook afresh for every run")
+    return p.parse_args(argv)
+
+
+def _api_client(kubeconfig: str | None) -> client.ApiClient:
+    configuration = client.Configuration()
+    if kubeconfig or os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = 32  # workers, informers and the elector share it
+    return client.ApiClient(configuration)
+
+
+def _namespace(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    try:
+        return Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
+    except OSError:
+        return os.environ.get("POD_NAMESPACE") or "default"
+
+
+class Manager:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.watches = load(args.watches_file)
+        self.api = _api_client(args.kubeconfig)
+        self.metrics = Metrics()
+        self.stop = threading.Event()
+        self.started = threading.Event()
+        self.lost = threading.Event()
+        envvars = {"METAL3_BACKEND": "kubernetes"}
+        if args.kubeconfig or os.environ.get("KUBECONFIG"):
+            envvars["K8S_AUTH_KUBECONFIG"] = os.path.abspath(args.kubeconfig or os.environ["KUBECONFIG"])
+        self.runner = Runner(Path(args.runner_dir), args.ansible_verbosity, envvars, prefork=not args.no_prefork)
+        namespaces = [n.strip() for n in os.environ.get("WATCH_NAMESPACE", "").split(",") if n.strip()]
+        period = parse_duration(args.reconcile_period, "--reconcile-period")
+        self.controllers = [Controller(w, self.api, self.runner, self.metrics,
+                                       workers_for(w, args.max_concurrent_reconciles), period, namespaces)
+                            for w in self.watches]
+
+    def _lead(self) -> None:
+        log.info("starting %d controllers", len(self.controllers))
+        self.metrics.leader.labels(name=self.args.leader_election_id).set(1)
+        for c in self.controllers:
+            c.start()
+        self.started.set()
+
+    def _lose(self) -> None:
+        self.metrics.leader.labels(name=self.args.leader_election_id).set(0)
+        if not self.stop.is_set():
+            # As controller-runtime does: a replica that lost its lease exits, and comes back as a follower.
+            log.error("leadership lost; exiting")
+            self.lost.set()
+            self.stop.set()
+
+    def healthy(self) -> bool:
+        return all(c.healthy() for c in self.controllers) if self.started.is_set() else True
+
+    def ready(self) -> bool:
+        return not self.started.is_set() or all(c.synced.is_set() for c in self.controllers)
+
+    def serve(self) -> list:
+        servers = []
+        for flag, bind, routes in (
+                ("--health-probe-bind-address", self.args.health_probe_bind_address,
+                 {"/healthz": probe(self.healthy), "/readyz": probe(self.ready)}),
+                ("--metrics-bind-address", self.args.metrics_bind_address, {"/metrics": metrics_route(self.metrics)})):
+            if bind == "0":
+                continue
+            try:
+                servers.append(serve(bind, routes))
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{flag} {bind}: {e}") from None
+        return servers
+
+    def run(self) -> int:
+        servers = self.serve()
+        elector = None
+        # The lease is handed back only once the reconciles under way are over: a new leader never runs
+        # a role for an object this replica still runs one for.
+        release = threading.Event()
+        if self.args.leader_elect:
+            identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+            elector = LeaderElector(self.api, _namespace(self.args.leader_election_namespace),
+                                    self.args.leader_election_id, identity,
+                                    on_started_leading=self._lead, on_stopped_leading=self._lose)
+            elector_thread = threading.Thread(target=elector.run, args=(release,), name="leader-election", daemon=True)
+            elector_thread.start()
+            log.info("waiting for leadership of %s as %s", self.args.leader_election_id, identity)
+        else:
+            self._lead()
+        self.stop.wait()
+        self.shutdown(parse_duration(self.args.graceful_shutdown_timeout, "--graceful-shutdown-timeout"))
+        release.set()
+        if elector:
+            elector_thread.join(10)
+        for server in servers:
+            server.shutdown()
+        return 1 if self.lost.is_set() else 0
+
+    def shutdown(self, timeout: float) -> None:
+        """Stop taking work, let runs under way finish for ``timeout``, cancel the rest."""
+        log.info("shutting down: waiting up to %.0fs for reconciles under way", timeout)
+        for c in self.controllers:
+            c.stop()
+        deadline = time.monotonic() + timeout
+        if not all(c.join(deadline) for c in self.controllers):
+            for c in self.controllers:
+                c.cancel()
+            for c in self.controllers:
+                c.join(time.monotonic() + 10)
+        self.runner.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    try:
+        manager = Manager(args)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: manager.stop.set())
+        return manager.run()
+    except (WatchesError, ValueError, OSError, config.ConfigException) as e:
+        print(f"metal3_operator: {e}", file=sys.stderr)
+        return 2

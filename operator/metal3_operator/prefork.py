@@ -1,0 +1,243 @@
+"""ansible-playbook imported once, forked for each run.
+
+Starting ansible-playbook spends about 0.45 s of CPU importing Ansible before it reads the playbook: more
+than the rest of a one-task reconcile. The server here imports it once, then forks a child per run that calls
+ansible-playbook's entry point with the run's arguments, environment, working directory and terminal (the
+file descriptors of the client that ansible-runner started, passed over a Unix socket). ansible-runner sees an
+ordinary ansible-playbook process: the client (prefork_client.py) is its ``binary``.
+
+Ansible reads its configuration when it is imported, so a fork is only used when the run's environment is the
+one the server imported Ansible with (the first run's) and its directory has no ansible.cfg; any other run
+execs the real ansible-playbook in the child, which is slower and otherwise the same.
+
+The server is single-threaded (forking a threaded process is unsafe) and exits when its standard input, a pipe
+from the operator, closes.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import pkgutil
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import traceback
+import warnings
+from typing import Any
+
+# Set per run by ansible-runner and read only while the run goes (by its event callback), never at import.
+PER_RUN_ENV = frozenset({"AWX_ISOLATED_DATA_DIR", "PWD", "OLDPWD"})
+MAX_REQUEST = 1 << 20
+
+
+def _ansible_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in PER_RUN_ENV}
+
+
+class Server:
+    def __init__(self, socket_path: str, ansible_playbook: str, preload: list[str]) -> None:
+        self.socket_path = socket_path
+        self.ansible_playbook = ansible_playbook
+        self.preload = preload
+        self.imported_env: dict[str, str] | None = None
+
+    def serve(self) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+        listener.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        listener.listen(128)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runs are reaped by the kernel
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator decides when we stop
+        try:
+            while True:
+                readable, _, _ = select.select([listener, sys.stdin], [], [])
+                if sys.stdin in readable and not os.read(sys.stdin.fileno(), 4096):
+                    return
+                if listener in readable:
+                    self._accept(listener)
+        finally:
+            listener.close()
+            os.unlink(self.socket_path)
+
+    def _accept(self, listener: socket.socket) -> None:
+        conn, _ = listener.accept()
+        fds: list[int] = []
+        try:
+            message, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
+            request = json.loads(message)
+            if len(fds) != 3:
+                raise ValueError("expected stdin, stdout and stderr")
+            if self.imported_env is None:
+                self._import(request["env"])
+            warm = self._warm(request)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"prefork: refused a run: {e}", file=sys.stderr, flush=True)
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        if pid == 0:
+            log = os.dup(2)
+            try:
+                _run(conn, fds, request, warm, self.ansible_playbook)
+            except BaseException:  # noqa: BLE001 - said where the operator's log shows it, then gone
+                os.write(log, f"prefork: run failed to start:\n{traceback.format_exc()}".encode())
+            finally:
+                os._exit(70)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+    def _warm(self, request: dict[str, Any]) -> bool:
+        """Whether the run can use what was imported: the same environment, no ansible.cfg of its own."""
+        env = _ansible_env(request["env"])
+        differ = sorted(k for k in env.keys() | (self.imported_env or {}).keys()
+                        if env.get(k) != (self.imported_env or {}).get(k))
+        if os.path.exists(os.path.join(request["cwd"], "ansible.cfg")):
+            differ.append("ansible.cfg")
+        if differ:
+            print(f"prefork: a run differs in {', '.join(differ)}: it starts cold", file=sys.stderr, flush=True)
+        return not differ
+
+    def _import(self, env: dict[str, str]) -> None:
+        """Import Ansible under the first run's environment, from a directory with no ansible.cfg."""
+        os.environ.clear()
+        os.environ.update(env)
+        self.imported_env = _ansible_env(env)
+        importlib.import_module("ansible.cli.playbook")
+        # Collection content is importable once the warm-up has installed Ansible's collection loader.
+        collections = [n for n in self.preload if n.startswith("ansible_collections.")]
+        self._preload([n for n in self.preload if n not in collections])
+        self._warm_up()
+        self._preload(collections)
+        # Objects made so far are never collected: a fork's collector does not touch (and copy) their pages.
+        gc.collect()
+        gc.freeze()
+
+    def _preload(self, names: list[str]) -> None:
+        """Import each module (``package.*``: each module of the package), so that no run imports it."""
+        for name in names:
+            try:
+                if name.endswith(".*"):
+                    package = importlib.import_module(name[:-2])
+                    for module in pkgutil.iter_modules(package.__path__):
+                        importlib.import_module(f"{package.__name__}.{module.name}")
+                else:
+                    importlib.import_module(name)
+            except Exception as e:  # noqa: BLE001 - a module left out is imported by the run that needs it
+                print(f"prefork: cannot preload {name}: {e}", file=sys.stderr, flush=True)
+
+    def _warm_up(self) -> None:
+        """Run a one-task play here, once: what Ansible caches per process on its first run (the parsed
+        ansible.builtin routing metadata, plugins and their option definitions: a third of a run's CPU) is then
+        inherited by every fork instead of rebuilt by each."""
+        from ansible.cli.playbook import PlaybookCLI
+
+        scratch = tempfile.mkdtemp(prefix="prefork-warm-up-")
+        playbook = os.path.join(scratch, "warm-up.yml")
+        with open(playbook, "w") as f:
+            f.write("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.set_fact: {warm: true}\n")
+        os.environ["AWX_ISOLATED_DATA_DIR"] = scratch
+        saved = [os.dup(1), os.dup(2)]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            PlaybookCLI([self.ansible_playbook, "-i", "localhost,", "-c", "local", playbook]).run()
+        except Exception as e:  # noqa: BLE001 - a cold fork is slower, never wrong
+            warning = f"prefork: warm-up failed, runs start cold: {e}"
+        else:
+            warning = ""
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for target, fd in enumerate(saved, start=1):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.close(devnull)
+            os.environ.pop("AWX_ISOLATED_DATA_DIR", None)
+            shutil.rmtree(scratch, ignore_errors=True)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+
+
+def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: bool, ansible_playbook: str) -> None:
+    """In the forked child: become the run's ansible-playbook, and tell the client how it ended."""
+    os.setsid()  # signals to the server's group are not the run's
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    argv = [ansible_playbook, *request["argv"][1:]]
+    conn.sendall(json.dumps({"pid": os.getpid()}).encode())
+    if not warm:
+        conn.close()
+        os.execv(sys.executable, [sys.executable, *argv])
+
+    def watch_client() -> None:
+        # The client is gone (ansible-runner cancelled or was killed): so is this run.
+        with contextlib.suppress(OSError):
+            conn.recv(16)
+        os.killpg(0, signal.SIGTERM)
+
+    threading.Thread(target=watch_client, daemon=True).start()
+    # The warm-up configured the collection loader already, for the same paths: that is the point.
+    warnings.filterwarnings("ignore", message="AnsibleCollectionFinder has already been configured")
+    sys.argv = argv
+    from ansible import context
+    from ansible.cli.playbook import main
+    from ansible.parsing.vault import VaultSecretsContext
+    from ansible.utils.context_objects import CLIArgs, GlobalCLIArgs
+
+    # What a run sets once per process (its parsed command line, its vault secrets) is the warm-up's until
+    # reset: each run sets its own.
+    GlobalCLIArgs._Singleton__instance = None  # type: ignore[attr-defined]
+    context.CLIARGS = CLIArgs({})
+    VaultSecretsContext._current = None
+    _rebind_runner_events()
+
+    try:
+        main(argv)
+        rc = 0
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps({"rc": rc}).encode())
+    os._exit(rc)
+
+
+def _rebind_runner_events() -> None:
+    """ansible-runner's event callback binds the directory it writes events to (AWX_ISOLATED_DATA_DIR) when it
+    is imported - by the warm-up, here: bind it again to this run's."""
+    for module in list(sys.modules.values()):
+        context = getattr(module, "event_context", None)
+        if context is not None and hasattr(module, "IsolatedFileWrite") and hasattr(context, "cache"):
+            context.cache = module.IsolatedFileWrite()
+
+
+def main() -> None:
+    socket_path, ansible_playbook, *preload = sys.argv[1:]
+    Server(socket_path, ansible_playbook, preload).serve()
+
+
+if __name__ == "__main__":
+    main()

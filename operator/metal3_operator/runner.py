@@ -1,0 +1,185 @@
+"""One reconcile = one ansible-runner run of the watch's role or playbook, in-process.
+
+``ansible_runner.run`` is called from the worker thread, with a private data dir per object (an object is
+never reconciled twice at once, so its directory is never shared), artifacts rotated to the watch's
+maxRunnerArtifacts, the interpreter named in the inventory, no fact gathering, and events read from the
+event handler in memory instead of from disk. ansible-playbook itself is the prefork server's (prefork.py).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import ansible_runner
+import yaml
+
+from metal3_operator.watches import Watch
+
+log = logging.getLogger("metal3_operator.runner")
+HERE = Path(__file__).resolve().parent
+# Imported by the prefork server once, so that each run's action plugins find them already loaded.
+PRELOAD = ["ansible.plugins.inventory", "ansible.plugins.strategy.linear", "ansible.executor.process.worker",
+           "ansible.plugins.shell.powershell", "tomllib", "kubernetes.client", "kubernetes.dynamic",
+           "kubernetes.config", "jsonschema", "yaml", "ansible_collections.metal3.baremetal.plugins.action.*"]
+REQUEUE_ACTIONS = {"requeue_after", "operator_sdk.util.requeue_after"}
+
+
+@dataclass
+class Result:
+    ok: bool
+    failures: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    requeue_after: float | None = None
+
+    def message(self) -> str:
+        return "\n".join(self.failures)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
+
+
+class Events:
+    """What a reconcile learns from its run's events: stats, failures, and when to look again."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, Any] | None = None
+        self.failures: list[str] = []
+        self.requeue: list[float] = []
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        data = event.get("event_data") or {}
+        res = data.get("res") if isinstance(data.get("res"), dict) else {}
+        if kind == "playbook_on_stats":
+            self.stats = data
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            self.failures.append(str(res.get("msg") or f"task {data.get('task', '?')} failed"))
+            return True  # kept on disk, for whoever debugs it
+        elif kind == "runner_on_ok":
+            if data.get("task_action") in REQUEUE_ACTIONS:
+                self.requeue.append(_number(res.get("period")) or 0.0)
+            # The collection's reconcile modules say it themselves; roles may publish *_requeue_after facts.
+            if _number(res.get("requeue_after")) is not None:
+                self.requeue.append(_number(res["requeue_after"]))  # type: ignore[arg-type]
+            for name, value in (res.get("ansible_facts") or {}).items():
+                seconds = _number(value) if name.endswith("requeue_after") else None
+                if seconds is not None:
+                    self.requeue.append(seconds)
+        return False
+
+    def counts(self) -> dict[str, int]:
+        if not self.stats:
+            return {}
+        return {key: sum((self.stats.get(key) or {}).values()) for key in ("ok", "changed", "skipped", "failures")}
+
+
+class Runner:
+    """Runs roles for the controllers; owns the prefork server and the runner directory."""
+
+    def __init__(self, runner_dir: Path, verbosity: int = 0, envvars: dict[str, str] | None = None,
+                 prefork: bool = True) -> None:
+        self.dir = runner_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.verbosity = verbosity
+        self.envvars = {"ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+                        "ANSIBLE_RETRY_FILES_ENABLED": "false", **(envvars or {})}
+        self.inventory = self.dir / "inventory"
+        self.inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+        self._server: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        # The ansible-playbook of this Python's environment, whatever PATH says.
+        ansible_playbook = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable)) \
+            or shutil.which("ansible-playbook")
+        if not ansible_playbook:
+            raise RuntimeError("ansible-playbook is not installed beside this Python")
+        self._binary = ansible_playbook
+        if prefork:
+            self._start_prefork(ansible_playbook)
+
+    def _start_prefork(self, ansible_playbook: str) -> None:
+        socket_path = self.dir / "prefork.sock"
+        self._server = subprocess.Popen(
+            [sys.executable, str(HERE / "prefork.py"), str(socket_path), ansible_playbook, *PRELOAD],
+            stdin=subprocess.PIPE, cwd=self.dir)
+        client = self.dir / "ansible-playbook"
+        client.write_text(f"#!{sys.executable} -IS\n{(HERE / 'prefork_client.py').read_text()}")
+        client.chmod(0o755)
+        self._binary = str(client)
+        self.envvars.update(METAL3_PREFORK_SOCKET=str(socket_path), METAL3_PREFORK_ANSIBLE_PLAYBOOK=ansible_playbook)
+
+    def close(self) -> None:
+        if self._server and self._server.poll() is None:
+            self._server.stdin.close()  # type: ignore[union-attr]
+            try:
+                self._server.wait(10)
+            except subprocess.TimeoutExpired:
+                self._server.kill()
+
+    def playbook(self, watch: Watch, finalizer: bool) -> str:
+        """The playbook a run executes: the watch's, or a play applying its role to localhost."""
+        target = watch.finalizer if finalizer and watch.finalizer and (watch.finalizer.role or
+                                                                       watch.finalizer.playbook) else watch
+        if target.playbook:
+            return target.playbook
+        path = self.dir / "playbooks" / f"{target.role}.yml"
+        with self._lock:
+            if not path.exists():
+                path.parent.mkdir(exist_ok=True)
+                play = [{"name": f"Reconcile with {target.role}", "hosts": "localhost", "gather_facts": False,
+                         "roles": [{"role": target.role}]}]
+                path.write_text(yaml.safe_dump(play))
+        return str(path)
+
+    def private_dir(self, watch: Watch, namespace: str, name: str) -> Path:
+        return self.dir / (watch.group or "core") / watch.version / watch.kind / (namespace or "_cluster") / name
+
+    def run(self, watch: Watch, obj: dict[str, Any], variables: dict[str, Any], finalizer: bool = False,
+            cancel: Callable[[], bool] | None = None, max_artifacts: int | None = None) -> Result:
+        meta = obj["metadata"]
+        private = self.private_dir(watch, meta.get("namespace", ""), meta["name"])
+        (private / "env").mkdir(parents=True, exist_ok=True)
+        # Written here rather than passed as extravars=, which ansible-runner would also put on the command
+        # line, where a large CR does not fit. ansible-runner passes the file as -e @env/extravars.
+        extravars = private / "env" / "extravars"
+        extravars.write_text(json.dumps(variables))
+        extravars.chmod(0o600)
+        events = Events()
+        runner = ansible_runner.run(
+            private_data_dir=str(private), binary=self._binary, cmdline=shlex.quote(self.playbook(watch, finalizer)),
+            inventory=str(self.inventory), envvars=self.envvars,
+            verbosity=self.verbosity or None, quiet=True, event_handler=events, fact_cache_type="memory",
+            rotate_artifacts=max_artifacts or watch.max_runner_artifacts, cancel_callback=cancel,
+            settings={"suppress_ansible_output": True})
+        counts = events.counts()
+        if runner.status == "successful" and events.stats is not None:
+            return Result(True, [], counts, min(events.requeue) if events.requeue else None)
+        failures = events.failures
+        if events.stats is None:
+            failures = failures or [f"did not receive playbook_on_stats event ({_stdout_tail(runner)})"]
+        return Result(False, failures or [f"the run ended {runner.status} (rc {runner.rc})"], counts)
+
+
+def _stdout_tail(runner: Any) -> str:
+    """The last error lines of a run that never started its play: the reason is only in its output."""
+    try:
+        lines = [line.strip() for line in runner.stdout.read().splitlines() if line.strip()]
+    except (OSError, AttributeError, ValueError):
+        lines = []
+    errors = [line for line in lines if "ERROR" in line] or lines
+    return " ".join(errors[-3:])[:1000] or f"status {runner.status}, rc {runner.rc}"

@@ -1,0 +1,50 @@
+"""Fixtures for the operator's tests: the operator process, against the harness's cluster, on the test's
+namespace; stopped (and its log shown on failure) after the test."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from kubernetes import client
+
+from tests.harness.cluster import KubeCluster
+from tests.harness.operator import Operator
+
+
+@pytest.fixture
+def operators(kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Callable[..., Operator]]:
+    """Start operators with ``operators(*flags, env=...)``; all are stopped at the end of the test."""
+    started: list[Operator] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> Operator:
+        operator = Operator(kube_cluster, tmp_path / f"operator-{len(started)}", kube_namespace, *args, env=env)
+        started.append(operator)
+        return operator.start(wait_ready)
+
+    yield start
+    for operator in started:
+        operator.stop()
+        print(f"--- {operator.log.name}\n{operator.tail(60)}")
+
+
+@pytest.fixture
+def custom(kube_cluster: KubeCluster) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(kube_cluster.api_client())
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 120.0, interval: float = 0.5) -> Any:
+    """``check()``'s first truthy value, or a failure naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout:.0f}s (last: {value!r})")
+        time.sleep(interval)
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})

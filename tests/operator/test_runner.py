@@ -1,0 +1,86 @@
+"""One reconcile's run through ansible-runner: what the role is handed, what the operator learns back, the
+prefork server giving the same outcome as a fresh ansible-playbook, and runs that fail to start."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from metal3_operator.parameters import extra_vars
+from metal3_operator.runner import Runner
+from metal3_operator.watches import Watch
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "operator"
+WATCH = Watch("example.com", "v1", "Probe", role="probe")
+CR = {"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "p-0", "namespace": "ns"},
+      "spec": {"size": 3, "probeRequeue": 7}}
+
+
+@pytest.fixture(params=[True, False], ids=["prefork", "fresh"])
+def runner(request, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANSIBLE_ROLES_PATH", str(FIXTURES / "roles"))
+    runner = Runner(tmp_path / "runner", prefork=request.param)
+    yield runner
+    runner.close()
+
+
+def run(runner: Runner, cr=CR, watch=WATCH, **variables):
+    return runner.run(watch, cr, {**extra_vars(watch, cr), **variables})
+
+
+def test_the_role_gets_the_cr_and_the_operator_its_stats_and_requeue(runner, tmp_path):
+    out = tmp_path / "out.json"
+    for _ in range(2):  # the first run of a prefork server imports Ansible; the second is a fork
+        result = run(runner, probe_out=str(out))
+        assert result.ok, result.failures
+        assert result.requeue_after == 7.0
+        assert result.stats == {"ok": 2, "changed": 1, "skipped": 1, "failures": 0}
+        assert json.loads(out.read_text()) == {"meta": {"name": "p-0", "namespace": "ns"}, "size": 3, "vars": None}
+        out.unlink()
+
+
+def test_a_failed_task_is_the_failure_message(runner):
+    result = run(runner, probe_fail=True)
+    assert not result.ok
+    assert result.failures == ["spec.size: 3 is not a size"]
+    assert result.stats["failures"] == 1
+
+
+def test_a_playbook_that_never_starts_says_why(runner):
+    broken = Watch("example.com", "v1", "Probe", playbook=str(FIXTURES / "broken.yml"))
+    result = run(runner, watch=broken)
+    assert not result.ok
+    assert result.failures[0].startswith("did not receive playbook_on_stats event")
+    assert "no.such.module" in result.failures[0]
+
+
+def test_artifacts_are_rotated_to_the_watchs_bound(runner):
+    for _ in range(4):
+        assert runner.run(WATCH, CR, extra_vars(WATCH, CR), max_artifacts=2).ok
+    artifacts = runner.private_dir(WATCH, "ns", "p-0") / "artifacts"
+    assert len(list(artifacts.iterdir())) == 2
+
+
+def test_a_run_is_cancelled_when_asked(runner, tmp_path):
+    slow = tmp_path / "slow.yml"
+    slow.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.pause: {seconds: 60}\n")
+    started = time.monotonic()
+    result = runner.run(Watch("example.com", "v1", "Probe", playbook=str(slow)), CR, {},
+                        cancel=lambda: time.monotonic() - started > 2)
+    assert not result.ok
+    assert time.monotonic() - started < 30
+
+
+def test_a_run_whose_environment_differs_starts_cold_with_the_same_outcome(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANSIBLE_ROLES_PATH", str(FIXTURES / "roles"))
+    runner = Runner(tmp_path / "runner", prefork=True)
+    try:
+        assert run(runner).ok
+        runner.envvars["ANSIBLE_FORCE_COLOR"] = "false"  # Ansible reads this at import: no fork can serve it
+        result = run(runner)
+        assert result.ok and result.requeue_after == 7.0
+    finally:
+        runner.close()
