@@ -266,7 +266,7 @@ class Controller:
     def _update(self, key: Key, change: Any, seen: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Apply ``change`` to the object and replace it, on ``seen`` (the cached copy) first and a fresh one
         after a conflict; None when it is gone."""
-        for _ in range(10):
+        for _attempt in range(10):
             try:
                 obj, seen = copy.deepcopy(seen) if seen else self._get(key), None
                 before = repr(obj["metadata"].get("finalizers"))
@@ -283,7 +283,7 @@ class Controller:
         raise RuntimeError(f"{self.watch.kind} {key[0]}/{key[1]}: gave up after 10 write conflicts")
 
     def _write_status(self, key: Key, conditions: list[dict[str, Any]], seen: dict[str, Any] | None = None) -> None:
-        for _ in range(10):
+        for _attempt in range(10):
             try:
                 obj, seen = copy.deepcopy(seen) if seen else self._get(key), None
                 current = obj.get("status") or {}

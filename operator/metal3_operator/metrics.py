@@ -44,7 +44,7 @@ class Metrics:
 
 
 def _address(bind: str) -> tuple[str, int]:
-    host, _, port = bind.rpartition(":")
+    host, _colon, port = bind.rpartition(":")
     return host or "0.0.0.0", int(port)
 
 

@@ -7,8 +7,8 @@ file descriptors of the client that ansible-runner started, passed over a Unix s
 ordinary ansible-playbook process: the client (prefork_client.py) is its ``binary``.
 
 Ansible reads its configuration when it is imported, so a fork is only used when the run's environment is the
-one the server imported Ansible with (the first run's) and its directory has no ansible.cfg; any other run
-execs the real ansible-playbook in the child, which is slower and otherwise the same.
+one the server imported Ansible with (the first run's) and its directory has no ansible.cfg; for any other run
+the child starts the real ansible-playbook, which is slower and otherwise the same.
 
 The server is single-threaded (forking a threaded process is unsafe) and exits when its standard input, a pipe
 from the operator, closes.
@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -59,7 +60,7 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator decides when we stop
         try:
             while True:
-                readable, _, _ = select.select([listener, sys.stdin], [], [])
+                readable = select.select([listener, sys.stdin], [], [])[0]
                 if sys.stdin in readable and not os.read(sys.stdin.fileno(), 4096):
                     return
                 if listener in readable:
@@ -69,10 +70,10 @@ class Server:
             os.unlink(self.socket_path)
 
     def _accept(self, listener: socket.socket) -> None:
-        conn, _ = listener.accept()
+        conn = listener.accept()[0]
         fds: list[int] = []
         try:
-            message, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
+            message, fds = socket.recv_fds(conn, MAX_REQUEST, 3)[:2]
             request = json.loads(message)
             if len(fds) != 3:
                 raise ValueError("expected stdin, stdout and stderr")
@@ -187,9 +188,6 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     os.environ.update(request["env"])
     argv = [ansible_playbook, *request["argv"][1:]]
     conn.sendall(json.dumps({"pid": os.getpid()}).encode())
-    if not warm:
-        conn.close()
-        os.execv(sys.executable, [sys.executable, *argv])
 
     def watch_client() -> None:
         # The client is gone (ansible-runner cancelled or was killed): so is this run.
@@ -198,6 +196,8 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
         os.killpg(0, signal.SIGTERM)
 
     threading.Thread(target=watch_client, daemon=True).start()
+    if not warm:
+        _report(conn, subprocess.call([sys.executable, *argv]))
     # The warm-up configured the collection loader already, for the same paths: that is the point.
     warnings.filterwarnings("ignore", message="AnsibleCollectionFinder has already been configured")
     sys.argv = argv
@@ -218,6 +218,11 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
         rc = 0
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    _report(conn, rc)
+
+
+def _report(conn: socket.socket, rc: int) -> None:
+    """Tell the client how the run ended, and end."""
     sys.stdout.flush()
     sys.stderr.flush()
     with contextlib.suppress(OSError):

@@ -10,8 +10,9 @@ version_added: 0.2.0
 author: Metal3 community (@metal3-io)
 description:
   - One step of the Metal3 IP address manager for one object, by kind and name - what the operator runs for an
-    event. The object is read from the store, never written from options; M(metal3.baremetal.ip_claim) and
-    M(metal3.baremetal.ip_pool) are the ones that put claims and pools in place.
+    event, through the role C(metal3.baremetal.ipam_reconcile). The object is read from the store, never
+    written from options; M(metal3.baremetal.ip_claim) and M(metal3.baremetal.ip_pool) put claims and pools
+    in place.
   - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io)) gets its address
     and a C(Ready) condition; deleted, it releases it. Allocation errors (C(Exhausted IP Pools),
     C(Requested IP not available), ...) fail the task with that message, and are in the claim's status too.

@@ -79,7 +79,7 @@ class Operator:
 
     def metrics(self) -> dict[str, float]:
         """Samples by name with labels, e.g. ``controller_runtime_reconcile_total{controller="...",...}``."""
-        _, text = self._get(self.metrics_port, "/metrics")
+        text = self._get(self.metrics_port, "/metrics")[1]
         samples = {}
         for line in text.splitlines():
             match = re.match(r"^([^#\s].*?)\s+([0-9.eE+-]+|NaN|[+-]Inf)$", line)

@@ -89,8 +89,8 @@ def test_deleted_claim_releases_its_address_and_goes(operators, custom, kube_nam
                               ["status"]["allocations"]) == ["claim-1"], "the pool's allocations updated")
 
 
-def test_malformed_spec_gets_a_failure_condition_and_an_event_and_nothing_else(operators, custom, kube_cluster,
-                                                                                kube_namespace):
+def test_malformed_spec_gets_a_failure_condition_and_an_event_and_nothing_else(
+        operators, custom, kube_cluster, kube_namespace):
     operators()
     create_pool(custom, kube_namespace, "good")
     create_pool(custom, kube_namespace, "bad", {"namePrefix": "bad", "prefix": 24,

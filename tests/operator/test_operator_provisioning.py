@@ -60,8 +60,12 @@ def test_a_host_is_provisioned_then_deleted_deprovisioned_and_its_node_gone(oper
                timeout=240)
     node_name = f"{kube_namespace}~host-0"
     assert ironic_client.get_node(node_name)["provision_state"] == "active"
-    host = eventually(lambda: (lambda h: h if condition(h, "Successful").get("status") == "True" else None)(
-        custom.get_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")), "a successful reconcile")
+
+    def succeeded() -> dict[str, Any] | None:
+        host = custom.get_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
+        return host if condition(host, "Successful").get("status") == "True" else None
+
+    host = eventually(succeeded, "a successful reconcile")
     assert "baremetalhost.metal3.io" in host["metadata"]["finalizers"]
     assert "Bmc-0p3rator" not in json.dumps(host)
 

@@ -26,13 +26,14 @@ def runner(request, tmp_path, monkeypatch):
     runner.close()
 
 
-def run(runner: Runner, cr=CR, watch=WATCH, **variables):
+def run(runner: Runner, cr=None, watch=WATCH, **variables):
+    cr = cr or CR
     return runner.run(watch, cr, {**extra_vars(watch, cr), **variables})
 
 
 def test_the_role_gets_the_cr_and_the_operator_its_stats_and_requeue(runner, tmp_path):
     out = tmp_path / "out.json"
-    for _ in range(2):  # the first run of a prefork server imports Ansible; the second is a fork
+    for _round in range(2):  # the first run of a prefork server imports Ansible; the second is a fork
         result = run(runner, probe_out=str(out))
         assert result.ok, result.failures
         assert result.requeue_after == 7.0
@@ -57,7 +58,7 @@ def test_a_playbook_that_never_starts_says_why(runner):
 
 
 def test_artifacts_are_rotated_to_the_watchs_bound(runner):
-    for _ in range(4):
+    for _round in range(4):
         assert runner.run(WATCH, CR, extra_vars(WATCH, CR), max_artifacts=2).ok
     artifacts = runner.private_dir(WATCH, "ns", "p-0") / "artifacts"
     assert len(list(artifacts.iterdir())) == 2

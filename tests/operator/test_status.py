@@ -12,8 +12,8 @@ def test_success_reads_as_the_ansible_operators():
     done = by_type(status.merge([], status.done(True, {"ok": 3, "changed": 1}, "")))
     assert done["Running"]["status"] == "True" and done["Running"]["reason"] == "Successful"
     assert done["Running"]["message"] == "Awaiting next reconciliation"
-    assert done["Running"]["ansibleResult"] | {"completion": None} == {"ok": 3, "changed": 1, "skipped": 0,
-                                                                      "failures": 0, "completion": None}
+    result = done["Running"]["ansibleResult"] | {"completion": None}
+    assert result == {"ok": 3, "changed": 1, "skipped": 0, "failures": 0, "completion": None}
     assert done["Successful"]["status"] == "True" and done["Successful"]["message"] == "Last reconciliation succeeded"
     assert done["Failure"]["status"] == "False"
 

@@ -26,8 +26,9 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults():
     assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "BareMetalHost", "Metal3Cluster", "Metal3Machine",
                             "Metal3DataClaim", "Metal3Data"}
     claim = watches["IPClaim"]
-    assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1", "metal3.baremetal.ipam")
-    assert claim.vars == {"ipam_kind": "IPClaim"}
+    assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
+                                                        "metal3.baremetal.ipam_reconcile")
+    assert claim.vars == {"ipam_reconcile_kind": "IPClaim"}
     assert claim.finalizer.name == "ipclaim.ipam.metal3.io"
     assert claim.max_runner_artifacts == 20 and claim.manage_status and claim.snake_case_parameters
     assert not claim.mark_unsafe and claim.reconcile_period == 0

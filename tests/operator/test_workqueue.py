@@ -46,7 +46,7 @@ def test_many_workers_never_hold_one_key_at_once():
                 holders.discard(key)
             queue.done(key)
 
-    workers = [threading.Thread(target=work) for _ in range(4)]
+    workers = [threading.Thread(target=work) for _worker in range(4)]
     for w in workers:
         w.start()
     for i in range(2000):
@@ -60,7 +60,7 @@ def test_many_workers_never_hold_one_key_at_once():
 
 def test_failures_back_off_exponentially_per_key_until_forgotten():
     queue = WorkQueue(base_delay=0.01, max_delay=0.05)
-    assert [queue.add_rate_limited("a") for _ in range(5)] == [0.01, 0.02, 0.04, 0.05, 0.05]
+    assert [queue.add_rate_limited("a") for _failure in range(5)] == [0.01, 0.02, 0.04, 0.05, 0.05]
     assert queue.failures("a") == 5 and queue.failures("b") == 0
     queue.forget("a")
     assert queue.add_rate_limited("a") == 0.01

@@ -1,0 +1,70 @@
+"""The controller against the real kube-apiserver: list and watch (a re-list when the watch's version is
+gone), the watch's label selector, and reconcilePeriod."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metal3_operator.controller import Controller, wants_reconcile
+from metal3_operator.metrics import Metrics
+from metal3_operator.watches import Watch
+from tests.harness.operator import Operator
+from tests.operator.conftest import condition, eventually
+from tests.operator.test_operator_ipam import IPAM, create_claims, create_pool
+
+CLAIM = {"metadata": {"name": "c", "namespace": "n", "generation": 1, "annotations": {"a": "1"}}}
+
+
+@pytest.mark.parametrize("change, annotations, expected", [
+    ({}, False, False),  # a status write: same generation
+    ({"generation": 2}, False, True),  # a spec edit
+    ({"deletionTimestamp": "2026-11-23T00:00:00Z"}, False, True),
+    ({"annotations": {"a": "2"}}, False, False),
+    ({"annotations": {"a": "2"}}, True, True),  # watchAnnotationsChanges
+])
+def test_what_wakes_a_reconcile(change, annotations, expected):
+    new = {"metadata": {**CLAIM["metadata"], **change}}
+    assert wants_reconcile(CLAIM, new, annotations) is expected
+    assert wants_reconcile(None, new, annotations) is True
+
+
+@pytest.mark.kubernetes
+def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_namespace, custom):
+    create_pool(custom, kube_namespace)
+    create_claims(custom, kube_namespace, 2)
+    watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="metal3.baremetal.ipam_reconcile")
+    controller = Controller(watch, kube_cluster.api_client(), None, Metrics(), 1, 0, [kube_namespace])
+    controller.plural = "ipclaims"
+    assert controller._watch(kube_namespace, "1") is None  # 410 Gone: too old
+    version = controller._relist(kube_namespace)
+    assert int(version) > 1
+    assert sorted(controller.cache) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1")]
+    assert len(controller.queue) == 2 and controller.synced.is_set()
+
+
+@pytest.mark.kubernetes
+def test_the_selector_limits_the_watch_and_reconcile_period_requeues(kube_cluster, kube_namespace, custom,
+                                                                     tmp_path: Path):
+    watches = tmp_path / "watches.yaml"
+    watches.write_text("""
+- {group: ipam.metal3.io, version: v1alpha1, kind: IPPool, role: metal3.baremetal.ipam_reconcile,
+   vars: {ipam_reconcile_kind: IPPool}, reconcilePeriod: 1s}
+- {group: ipam.metal3.io, version: v1alpha1, kind: IPClaim, role: metal3.baremetal.ipam_reconcile,
+   vars: {ipam_reconcile_kind: IPClaim}, selector: {matchLabels: {tier: gold}}}
+""")
+    operator = Operator(kube_cluster, tmp_path / "operator", kube_namespace, watches=watches).start()
+    try:
+        create_pool(custom, kube_namespace)
+        create_claims(custom, kube_namespace, 1)
+        custom.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", {
+            "apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPClaim",
+            "metadata": {"name": "gold", "labels": {"tier": "gold"}}, "spec": {"pool": {"name": "pool"}}})
+        eventually(lambda: condition(custom.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "gold"),
+                                     "Ready").get("status") == "True", "the gold claim Ready")
+        pool_runs = 'controller_runtime_reconcile_total{controller="ippool.ipam.metal3.io",result="success"}'
+        eventually(lambda: operator.metrics().get(pool_runs, 0) >= 4, "the pool reconciled every second")
+        plain = custom.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "claim-0")
+        assert "status" not in plain and not plain["metadata"].get("finalizers")
+    finally:
+        operator.stop()
