@@ -34,7 +34,7 @@ from kubernetes import client, watch  # noqa: E402
 
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster  # noqa: E402
-from tests.harness.operator import Operator  # noqa: E402
+from tests.harness.operator_process import Operator  # noqa: E402
 
 IPAM = ("ipam.metal3.io", "v1alpha1")
 POOL = {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "bench"},
@@ -125,11 +125,8 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--print", action="store_true", help="print the figures, do not write docs/benchmarks.md")
-    parser.add_argument("--claims", type=int, default=100)
-    args = parser.parse_args()
+def measure(claims: int, flags: list[str]) -> dict:
+    """One operator (with ``flags``) on a fresh cluster: the idle latencies, the burst, the memory peaks."""
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / "build"))
     cluster = KubeCluster(work / "kube")
     cluster.start()
@@ -138,7 +135,7 @@ def main() -> None:
         cluster.install_crds()
         namespace = cluster.new_namespace("bench")
         custom = client.CustomObjectsApi(cluster.api_client())
-        operator = Operator(cluster, work / "operator", namespace).start()
+        operator = Operator(cluster, work / "operator", namespace, *flags).start()
         sampler = MemorySampler(operator.process.pid)
         ready = ReadyWatch(custom, namespace)
         custom.create_namespaced_custom_object(*IPAM, namespace, "ippools", POOL)
@@ -155,11 +152,11 @@ def main() -> None:
             time.sleep(1)
 
         # Burst: every claim created at once.
-        names = [f"burst-{i}" for i in range(args.claims)]
-        created: dict[str, float] = {}
+        names = [f"burst-{i}" for i in range(claims)]
+        created_at: dict[str, float] = {}
 
         def create(name: str) -> None:
-            created[name] = time.monotonic()
+            created_at[name] = time.monotonic()
             custom.create_namespaced_custom_object(*IPAM, namespace, "ipclaims", claim(name))
 
         started = time.monotonic()
@@ -167,37 +164,47 @@ def main() -> None:
             list(pool.map(create, names))
         ready.wait(names)
         all_ready = max(ready.ready[n] for n in names) - started
-        latencies = [ready.ready[n] - created[n] for n in names]
+        latencies = [ready.ready[n] - created_at[n] for n in names]
         addresses = {a["spec"]["address"] for a in custom.list_namespaced_custom_object(
             *IPAM, namespace, "ipaddresses")["items"]}
-        assert len(addresses) == args.claims + 11, f"{len(addresses)} distinct addresses"
+        assert len(addresses) == claims + 11, f"{len(addresses)} distinct addresses"
         sampler.stop.set()
-        reconciles = operator.reconciles()
+        return {"all_ready": all_ready, "latencies": latencies, "idle": idle, "rss": sampler.peak_rss,
+                "pss": sampler.peak_tree_pss, "reconciles": operator.reconciles()}
     finally:
         if operator:
             operator.stop()
         cluster.stop()
 
-    rows = [
-        (f"{args.claims} IPClaims created at once: all Ready", f"{all_ready:.1f} s", "within 20 s"),
-        ("create to Ready, p50 / p95", f"{percentile(latencies, 50):.1f} s / {percentile(latencies, 95):.1f} s", ""),
-        ("one claim on an idle operator, create to Ready (p50 of 10)",
-         f"{statistics.median(idle):.2f} s (max {max(idle):.2f} s)", "p50 within 1.5 s"),
-        ("operator peak RSS", f"{sampler.peak_rss / 1024:.0f} MB", "under 300 MB"),
-        ("operator + prefork server + runs, peak summed PSS", f"{sampler.peak_tree_pss / 1024:.0f} MB", ""),
-        ("reconciles run (claims + pool)", f"{reconciles:.0f}", ""),
-    ]
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--print", action="store_true", help="print the figures, do not write docs/benchmarks.md")
+    parser.add_argument("--claims", type=int, default=100)
+    args = parser.parse_args()
+    runs = {"default": measure(args.claims, []), "--no-prefork": measure(args.claims, ["--no-prefork"])}
+
+    def row(measure_: str, figure, target: str = "") -> str:
+        return f"| {measure_} | {' | '.join(figure(r) for r in runs.values())} | {target} |"
+
     lines = [
         "## Operator: IPClaims reconciled through ansible-runner",
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py`.",
         "The operator with its defaults (workers per kind = CPU count), against the harness's kube-apiserver and",
         "etcd on the same machine; Ready = the claim's Ready and the operator's Successful conditions, seen on a",
-        "watch.",
+        "watch. The second column is the same operator with `--no-prefork` (a fresh ansible-playbook per run).",
         "",
-        "| measure | figure | target |",
-        "|---|---|---|",
-        *[f"| {m} | {f} | {t} |" for m, f, t in rows],
+        "| measure | operator | with --no-prefork | target |",
+        "|---|---|---|---|",
+        row(f"{args.claims} IPClaims created at once: all Ready", lambda r: f"{r['all_ready']:.1f} s", "within 20 s"),
+        row("create to Ready, p50 / p95",
+            lambda r: f"{percentile(r['latencies'], 50):.1f} s / {percentile(r['latencies'], 95):.1f} s"),
+        row("one claim on an idle operator, create to Ready (p50 of 10)",
+            lambda r: f"{statistics.median(r['idle']):.2f} s (max {max(r['idle']):.2f} s)", "p50 within 1.5 s"),
+        row("operator peak RSS", lambda r: f"{r['rss'] / 1024:.0f} MB", "under 300 MB"),
+        row("operator + prefork server + runs, peak summed PSS", lambda r: f"{r['pss'] / 1024:.0f} MB"),
+        row("reconciles run (claims + pool)", lambda r: f"{r['reconciles']:.0f}"),
         "",
         "Published Ansible Operator figures for comparison (KevFan/osdk-perf-analysis, reference/ansible.md 1.6):",
         "15 Memcached CRs created at once, CR to Deployment mean 62.9 s (max 114 s) with 1 concurrent reconcile",

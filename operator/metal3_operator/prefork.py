@@ -15,10 +15,10 @@ from the operator, closes.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import importlib
-import json
 import os
 import pkgutil
 import select
@@ -74,7 +74,7 @@ class Server:
         fds: list[int] = []
         try:
             message, fds = socket.recv_fds(conn, MAX_REQUEST, 3)[:2]
-            request = json.loads(message)
+            request = ast.literal_eval(message.decode())
             if len(fds) != 3:
                 raise ValueError("expected stdin, stdout and stderr")
             if self.imported_env is None:
@@ -83,7 +83,7 @@ class Server:
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, SyntaxError) as e:
             print(f"prefork: refused a run: {e}", file=sys.stderr, flush=True)
             conn.close()
             for fd in fds:
@@ -187,7 +187,7 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     os.environ.clear()
     os.environ.update(request["env"])
     argv = [ansible_playbook, *request["argv"][1:]]
-    conn.sendall(json.dumps({"pid": os.getpid()}).encode())
+    conn.sendall(f"pid {os.getpid()}".encode())
 
     def watch_client() -> None:
         # The client is gone (ansible-runner cancelled or was killed): so is this run.
@@ -226,7 +226,7 @@ def _report(conn: socket.socket, rc: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     with contextlib.suppress(OSError):
-        conn.sendall(json.dumps({"rc": rc}).encode())
+        conn.sendall(f"rc {rc}".encode())
     os._exit(rc)
 
 

@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "operator") not in sys.path:
+    sys.path.append(str(REPO / "operator"))  # metal3_operator.crds, when this file runs as a script
 CRD_FILES = [*sorted((REPO / "config" / "crd").glob("*.yaml")),
              *sorted((REPO / "tests" / "fixtures" / "crd").glob("*.yaml"))]
 READY_TIMEOUT = 90.0

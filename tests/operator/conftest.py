@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from tests.harness.cluster import KubeCluster
-from tests.harness.operator import Operator
+from tests.harness.operator_process import Operator
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from metal3_operator.controller import Controller, wants_reconcile
 from metal3_operator.metrics import Metrics
 from metal3_operator.watches import Watch
-from tests.harness.operator import Operator
+from tests.harness.operator_process import Operator
 from tests.operator.conftest import condition, eventually
 from tests.operator.test_operator_ipam import IPAM, create_claims, create_pool
 

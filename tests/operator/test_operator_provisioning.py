@@ -15,7 +15,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
-from tests.harness.operator import REPO
+from tests.harness.operator_process import REPO
 from tests.operator.conftest import condition, eventually
 
 pytestmark = pytest.mark.kubernetes
@@ -48,7 +48,7 @@ def host_state(custom: client.CustomObjectsApi, ns: str, name: str) -> str | Non
 
 def test_a_host_is_provisioned_then_deleted_deprovisioned_and_its_node_gone(operators, custom, kube_cluster,
                                                                             kube_namespace, ironic, ironic_client):
-    operators(env=ironic.env)
+    operator = operators(env=ironic.env)
     client.CoreV1Api(kube_cluster.api_client()).create_namespaced_secret(kube_namespace, {
         "metadata": {"name": "host-0-bmc"}, "stringData": {"username": "admin", "password": "Bmc-0p3rator"}})
     custom.create_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], {
@@ -72,6 +72,10 @@ def test_a_host_is_provisioned_then_deleted_deprovisioned_and_its_node_gone(oper
     custom.delete_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
     eventually(lambda: host_state(custom, kube_namespace, "host-0") == "gone", "host-0 deleted", timeout=240)
     assert ironic_client.get_node(node_name) is None
+    # The BMC password is nowhere the operator writes: its log, the runs' extra vars, output and events.
+    written = [p for p in operator.workdir.rglob("*") if p.is_file() and not p.is_socket()]
+    assert any(p.name == "stdout" for p in written)
+    assert not [p for p in written if "Bmc-0p3rator" in p.read_text(errors="replace")]
 
 
 def demo_objects(ns: str, hosts: int) -> list[dict[str, Any]]:
