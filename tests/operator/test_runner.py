@@ -85,3 +85,12 @@ def test_a_run_whose_environment_differs_starts_cold_with_the_same_outcome(tmp_p
         assert result.ok and result.requeue_after == 7.0
     finally:
         runner.close()
+
+
+def test_mark_unsafe_keeps_cr_fields_from_being_templated(runner, tmp_path):
+    out = tmp_path / "out.json"
+    cr = {**CR, "spec": {"size": "{{ 7 * 6 }}"}}
+    for watch, size in ((Watch("example.com", "v1", "Probe", role="probe", mark_unsafe=True), "{{ 7 * 6 }}"),
+                        (WATCH, "42")):
+        assert run(runner, cr=cr, watch=watch, probe_out=str(out)).ok
+        assert str(json.loads(out.read_text())["size"]) == size
