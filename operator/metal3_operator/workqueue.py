@@ -3,7 +3,8 @@
 - A key waiting in the queue is there once, however often it is added (dedupe).
 - A key being processed is never handed out again until ``done``; added meanwhile, it comes back after.
 - ``add_rate_limited`` waits base * 2^(failures-1), up to a maximum, per key; ``forget`` resets it.
-- ``add_after`` delays a key (requeue_after, reconcilePeriod).
+- ``add_after`` delays a key (requeue_after, reconcilePeriod); a key waits there once, for its earliest time,
+  so requeues asked for by successive reconciles do not pile up into extra reconciles later.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._delayed: list[tuple[float, int, Hashable]] = []
+        self._due: dict[Hashable, float] = {}  # when each delayed key is due; heap entries that disagree are stale
         self._sequence = itertools.count()
         self._shutting_down = False
         self._cond = threading.Condition()
@@ -50,9 +52,11 @@ class WorkQueue:
             self.add(key)
             return
         with self._cond:
-            if self._shutting_down:
+            due = time.monotonic() + delay
+            if self._shutting_down or self._due.get(key, due) < due:
                 return
-            heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._sequence), key))
+            self._due[key] = due
+            heapq.heappush(self._delayed, (due, next(self._sequence), key))
             self._cond.notify()
 
     def add_rate_limited(self, key: Hashable) -> float:
@@ -80,7 +84,10 @@ class WorkQueue:
                     return None
                 now = time.monotonic()
                 while self._delayed and self._delayed[0][0] <= now:
-                    self._add(heapq.heappop(self._delayed)[2])
+                    due, _, key = heapq.heappop(self._delayed)
+                    if self._due.get(key) == due:
+                        del self._due[key]
+                        self._add(key)
                 if self._queue:
                     key = self._queue.popleft()
                     self._processing.add(key)

@@ -76,6 +76,16 @@ def test_add_after_hands_the_key_out_once_due():
     assert time.monotonic() - started >= 0.15
 
 
+def test_a_key_delayed_many_times_waits_once_for_the_earliest():
+    queue = WorkQueue()
+    for delay in (0.3, 0.05, 0.2):
+        queue.add_after("a", delay)
+    assert queue.get() == "a"
+    queue.done("a")
+    queue.add_after("b", 0.4)
+    assert queue.get() == "b"  # not "a" again at 0.2 or 0.3 s
+
+
 def test_shut_down_releases_waiting_workers():
     queue = WorkQueue()
     got: list = []
