@@ -52,14 +52,14 @@ def object_var(watch: Watch) -> str:
 def extra_vars(watch: Watch, obj: dict[str, Any], finalizer: bool = False) -> dict[str, Any]:
     spec = obj.get("spec") or {}
     top = snake_keys(spec) if watch.snake_case_parameters else dict(spec)
-    if watch.mark_unsafe:
-        top = mark_unsafe(top)
+    # markUnsafe covers every copy of the CR's strings: the spec on top, the object and its spec.
+    unsafe = mark_unsafe if watch.mark_unsafe else (lambda value: value)
     meta = obj.get("metadata") or {}
     variables: dict[str, Any] = {
-        **top,
+        **unsafe(top),
         "ansible_operator_meta": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-        object_var(watch): obj,
-        f"{object_var(watch)}_spec": spec,
+        object_var(watch): unsafe(obj),
+        f"{object_var(watch)}_spec": unsafe(spec),
         **watch.vars,
     }
     if finalizer and watch.finalizer:

@@ -52,3 +52,6 @@ def test_mark_unsafe_wraps_every_string_of_the_spec():
     variables = extra_vars(watch, CR)
     assert variables["bmc"]["address"] == {"__ansible_unsafe": "redfish://{{ lookup('env', 'HOME') }}"}
     assert variables["bmc"]["disable_certificate_verification"] is True
+    for copy in (variables["_metal3_io_baremetalhost"]["spec"], variables["_metal3_io_baremetalhost_spec"]):
+        assert copy["bmc"]["address"] == {"__ansible_unsafe": "redfish://{{ lookup('env', 'HOME') }}"}
+    assert variables["ansible_operator_meta"]["name"] == CR["metadata"]["name"]  # names are plain strings

@@ -31,7 +31,8 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults():
     assert claim.vars == {"ipam_reconcile_kind": "IPClaim"}
     assert claim.finalizer.name == "ipclaim.ipam.metal3.io"
     assert claim.max_runner_artifacts == 20 and claim.manage_status and claim.snake_case_parameters
-    assert not claim.mark_unsafe and claim.reconcile_period == 0
+    assert claim.reconcile_period == 0
+    assert all(w.mark_unsafe for w in watches.values())
 
 
 def test_every_key_of_the_schema_is_read(tmp_path, monkeypatch):
