@@ -26,6 +26,7 @@ from metal3_operator.workqueue import WorkQueue
 log = logging.getLogger("metal3_operator.controller")
 RECONCILE_PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period"
 MAX_ARTIFACTS_ANNOTATION = "ansible.sdk.operatorframework.io/max-runner-artifacts"
+VERBOSITY_ANNOTATION = "ansible.sdk.operatorframework.io/verbosity"
 WATCH_TIMEOUT = 300
 COMPONENT = "metal3-baremetal-operator"
 Key = tuple[str, str]
@@ -49,7 +50,7 @@ def wants_reconcile(old: dict[str, Any] | None, new: dict[str, Any], annotations
 
 class Controller:
     def __init__(self, w: Watch, api: client.ApiClient, runner: Runner, metrics: Metrics, workers: int,
-                 reconcile_period: float, namespaces: list[str]) -> None:
+                 reconcile_period: float, namespaces: list[str], verbosity: int = 0) -> None:
         self.watch = w
         self.api = api
         self.custom = client.CustomObjectsApi(api)
@@ -57,6 +58,7 @@ class Controller:
         self.runner = runner
         self.metrics = metrics
         self.workers = max(1, workers)
+        self.verbosity = verbosity
         self.reconcile_period = w.reconcile_period if w.reconcile_period is not None else reconcile_period
         self.namespaces = namespaces or [""]
         self.queue = WorkQueue()
@@ -222,7 +224,7 @@ class Controller:
         started = time.monotonic()
         annotations = meta.get("annotations") or {}
         result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting), finalizer=deleting,
-                                 cancel=self.cancelling.is_set,
+                                 cancel=self.cancelling.is_set, verbosity=verbosity(annotations, self.verbosity),
                                  max_artifacts=_int(annotations.get(MAX_ARTIFACTS_ANNOTATION)))
         elapsed = time.monotonic() - started
         if self.watch.manage_status:
@@ -304,6 +306,16 @@ class Controller:
             self.core.create_namespaced_event(event["metadata"]["namespace"], event)
         except ApiException as e:
             log.warning("could not post the failure Event: %s", e.reason)
+
+
+def verbosity(annotations: dict[str, str], default: int) -> int:
+    """The CR's verbosity annotation, when it is one (0 to 7), else the kind's."""
+    value = annotations.get(VERBOSITY_ANNOTATION)
+    if value is not None:
+        if str(value).strip().isdigit() and int(value) <= 7:
+            return int(value)
+        log.warning("ignoring %s=%r: not a verbosity from 0 to 7", VERBOSITY_ANNOTATION, value)
+    return default
 
 
 def _int(value: Any) -> int | None:

@@ -27,19 +27,27 @@ from metal3_operator.watches import Watch, WatchesError, load, parse_duration
 log = logging.getLogger("metal3_operator")
 
 
-def workers_for(watch: Watch, default: int) -> int:
-    """MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> (or the legacy WORKER_<KIND>_<GROUP>), else ``default``."""
+def _kind_setting(watch: Watch, prefixes: tuple[str, ...], default: int, valid: range) -> int:
+    """A per-kind setting from the environment, spelt as the Ansible Operator spells it:
+    ``<PREFIX>_<KIND>_<GROUP>``, upper-cased, dots and dashes as underscores."""
     suffix = f"{watch.kind}_{watch.group}".upper().replace(".", "_").replace("-", "_")
-    for name in (f"MAX_CONCURRENT_RECONCILES_{suffix}", f"WORKER_{suffix}"):
+    for name in (f"{prefix}_{suffix}" for prefix in prefixes):
         value = os.environ.get(name)
         if value:
-            try:
-                if int(value) > 0:
-                    return int(value)
-            except ValueError:
-                pass
-            raise SystemExit(f"{name}={value!r}: must be a positive integer")
+            if value.strip().isdigit() and int(value) in valid:
+                return int(value)
+            raise ValueError(f"{name}={value!r}: must be an integer from {valid.start} to {valid.stop - 1}")
     return default
+
+
+def workers_for(watch: Watch, default: int) -> int:
+    """MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP> (or the legacy WORKER_<KIND>_<GROUP>), else ``default``."""
+    return _kind_setting(watch, ("MAX_CONCURRENT_RECONCILES", "WORKER"), default, range(1, 10_000))
+
+
+def verbosity_for(watch: Watch, default: int) -> int:
+    """ANSIBLE_VERBOSITY_<KIND>_<GROUP>, else ``default`` (a CR's verbosity annotation overrides both)."""
+    return _kind_setting(watch, ("ANSIBLE_VERBOSITY",), default, range(8))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,6 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--health-probe-bind-address", default=":6789", help="'0' turns it off")
     p.add_argument("--max-concurrent-reconciles", type=int, default=os.cpu_count() or 1)
     p.add_argument("--reconcile-period", default="10h")
+    # 0, not the Ansible Operator's 2: the runs' output is not read, and each -v costs display work.
     p.add_argument("--ansible-verbosity", type=int, default=0, choices=range(8))
     p.add_argument("--runner-dir", default=os.path.join(tempfile.gettempdir(), "ansible-operator", "runner"))
     p.add_argument("--graceful-shutdown-timeout", default="30s")
@@ -88,15 +97,18 @@ class Manager:
         self.stop = threading.Event()
         self.started = threading.Event()
         self.lost = threading.Event()
+        # Every setting is read before anything starts: a bad one is an error, not a half-started operator.
+        namespaces = [n.strip() for n in os.environ.get("WATCH_NAMESPACE", "").split(",") if n.strip()]
+        period = parse_duration(args.reconcile_period, "--reconcile-period")
+        self.grace = parse_duration(args.graceful_shutdown_timeout, "--graceful-shutdown-timeout")
+        kinds = [(w, workers_for(w, args.max_concurrent_reconciles), verbosity_for(w, args.ansible_verbosity))
+                 for w in self.watches]
         envvars = {"METAL3_BACKEND": "kubernetes"}
         if args.kubeconfig or os.environ.get("KUBECONFIG"):
             envvars["K8S_AUTH_KUBECONFIG"] = os.path.abspath(args.kubeconfig or os.environ["KUBECONFIG"])
-        self.runner = Runner(Path(args.runner_dir), args.ansible_verbosity, envvars, prefork=not args.no_prefork)
-        namespaces = [n.strip() for n in os.environ.get("WATCH_NAMESPACE", "").split(",") if n.strip()]
-        period = parse_duration(args.reconcile_period, "--reconcile-period")
-        self.controllers = [Controller(w, self.api, self.runner, self.metrics,
-                                       workers_for(w, args.max_concurrent_reconciles), period, namespaces)
-                            for w in self.watches]
+        self.runner = Runner(Path(args.runner_dir), envvars, prefork=not args.no_prefork)
+        self.controllers = [Controller(w, self.api, self.runner, self.metrics, workers, period, namespaces, verbosity)
+                            for w, workers, verbosity in kinds]
 
     def _lead(self) -> None:
         log.info("starting %d controllers", len(self.controllers))
@@ -150,7 +162,7 @@ class Manager:
         else:
             self._lead()
         self.stop.wait()
-        self.shutdown(parse_duration(self.args.graceful_shutdown_timeout, "--graceful-shutdown-timeout"))
+        self.shutdown(self.grace)
         release.set()
         if elector:
             elector_thread.join(10)

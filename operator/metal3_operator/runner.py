@@ -108,11 +108,9 @@ class Events:
 class Runner:
     """Runs roles for the controllers; owns the prefork server and the runner directory."""
 
-    def __init__(self, runner_dir: Path, verbosity: int = 0, envvars: dict[str, str] | None = None,
-                 prefork: bool = True) -> None:
+    def __init__(self, runner_dir: Path, envvars: dict[str, str] | None = None, prefork: bool = True) -> None:
         self.dir = runner_dir.resolve()  # the prefork server and its clients run elsewhere
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.verbosity = verbosity
         self.envvars = {"ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
                         "ANSIBLE_RETRY_FILES_ENABLED": "false", **(envvars or {})}
         self.inventory = self.dir / "inventory"
@@ -166,7 +164,7 @@ class Runner:
         return self.dir / (watch.group or "core") / watch.version / watch.kind / (namespace or "_cluster") / name
 
     def run(self, watch: Watch, obj: dict[str, Any], variables: dict[str, Any], finalizer: bool = False,
-            cancel: Callable[[], bool] | None = None, max_artifacts: int | None = None) -> Result:
+            cancel: Callable[[], bool] | None = None, max_artifacts: int | None = None, verbosity: int = 0) -> Result:
         meta = obj["metadata"]
         private = self.private_dir(watch, meta.get("namespace", ""), meta["name"])
         (private / "env").mkdir(parents=True, exist_ok=True)
@@ -179,7 +177,7 @@ class Runner:
         runner = ansible_runner.run(
             private_data_dir=str(private), binary=self._binary, cmdline=shlex.quote(self.playbook(watch, finalizer)),
             inventory=str(self.inventory), envvars=self.envvars,
-            verbosity=self.verbosity or None, quiet=True, event_handler=events, fact_cache_type="memory",
+            verbosity=verbosity or None, quiet=True, event_handler=events, fact_cache_type="memory",
             rotate_artifacts=max_artifacts or watch.max_runner_artifacts, cancel_callback=cancel,
             settings={"suppress_ansible_output": True})
         counts = events.counts()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metal3_operator.controller import Controller, wants_reconcile
+from metal3_operator.controller import VERBOSITY_ANNOTATION, Controller, verbosity, wants_reconcile
 from metal3_operator.metrics import Metrics
 from metal3_operator.watches import Watch
 from tests.harness.operator_process import Operator
@@ -27,6 +27,15 @@ def test_what_wakes_a_reconcile(change, annotations, expected):
     new = {"metadata": {**CLAIM["metadata"], **change}}
     assert wants_reconcile(CLAIM, new, annotations) is expected
     assert wants_reconcile(None, new, annotations) is True
+
+
+@pytest.mark.parametrize("annotation, expected", [
+    (None, 1), ("0", 0), ("4", 4), ("7", 7),
+    ("8", 1), ("-1", 1), ("loud", 1), ("", 1),  # not a verbosity: the kind's stands
+])
+def test_a_crs_verbosity_annotation_overrides_the_kinds(annotation, expected):
+    annotations = {} if annotation is None else {VERBOSITY_ANNOTATION: annotation}
+    assert verbosity(annotations, 1) == expected
 
 
 @pytest.mark.kubernetes

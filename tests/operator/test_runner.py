@@ -38,8 +38,15 @@ def test_the_role_gets_the_cr_and_the_operator_its_stats_and_requeue(runner, tmp
         assert result.ok, result.failures
         assert result.requeue_after == 7.0
         assert result.stats == {"ok": 2, "changed": 1, "skipped": 1, "failures": 0}
-        assert json.loads(out.read_text()) == {"meta": {"name": "p-0", "namespace": "ns"}, "size": 3, "vars": None}
+        assert json.loads(out.read_text()) == {"meta": {"name": "p-0", "namespace": "ns"}, "size": 3, "vars": None,
+                                               "verbosity": 0}
         out.unlink()
+
+
+def test_a_run_has_the_verbosity_it_is_given(runner, tmp_path):
+    out = tmp_path / "out.json"
+    assert runner.run(WATCH, CR, {**extra_vars(WATCH, CR), "probe_out": str(out)}, verbosity=3).ok
+    assert json.loads(out.read_text())["verbosity"] == 3
 
 
 def test_a_failed_task_is_the_failure_message(runner):

@@ -1,0 +1,85 @@
+"""The operator's settings: per kind from the environment, spelt as the Ansible Operator spells them, and a
+bad one refused before anything starts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metal3_operator.manager import main, verbosity_for, workers_for
+from metal3_operator.watches import Watch
+
+REPO = Path(__file__).resolve().parents[2]
+
+CLAIM = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="r")
+
+
+@pytest.mark.parametrize("environment, expected", [
+    ({}, 2),
+    ({"MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO": "4"}, 4),
+    ({"WORKER_IPCLAIM_IPAM_METAL3_IO": "3"}, 3),  # the legacy spelling
+    ({"MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO": "4", "WORKER_IPCLAIM_IPAM_METAL3_IO": "3"}, 4),
+    ({"MAX_CONCURRENT_RECONCILES_IPPOOL_IPAM_METAL3_IO": "9"}, 2),  # another kind's
+])
+def test_workers_per_kind(monkeypatch, environment, expected):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert workers_for(CLAIM, 2) == expected
+
+
+@pytest.mark.parametrize("environment, expected", [
+    ({}, 0),
+    ({"ANSIBLE_VERBOSITY_IPCLAIM_IPAM_METAL3_IO": "3"}, 3),
+    ({"ANSIBLE_VERBOSITY_IPCLAIM_IPAM_METAL3_IO": "7"}, 7),
+])
+def test_verbosity_per_kind(monkeypatch, environment, expected):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert verbosity_for(CLAIM, 0) == expected
+
+
+@pytest.mark.parametrize("name, value, setting", [
+    ("MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO", "0", workers_for),
+    ("MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO", "many", workers_for),
+    ("ANSIBLE_VERBOSITY_IPCLAIM_IPAM_METAL3_IO", "8", verbosity_for),
+    ("ANSIBLE_VERBOSITY_IPCLAIM_IPAM_METAL3_IO", "-1", verbosity_for),
+])
+def test_a_bad_value_is_an_error_naming_the_variable(monkeypatch, name, value, setting):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"^{name}='{value}': must be an integer from"):
+        setting(CLAIM, 1)
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+@pytest.mark.parametrize("arguments, environment, message", [
+    (["--reconcile-period", "soon"], {}, "--reconcile-period: 'soon' is not a duration"),
+    (["--graceful-shutdown-timeout", "1 minute"], {}, "--graceful-shutdown-timeout: '1 minute' is not a duration"),
+    ([], {"MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO": "0"},
+     "MAX_CONCURRENT_RECONCILES_IPCLAIM_IPAM_METAL3_IO='0': must be an integer from 1"),
+    ([], {"ANSIBLE_VERBOSITY_BAREMETALHOST_METAL3_IO": "9"},
+     "ANSIBLE_VERBOSITY_BAREMETALHOST_METAL3_IO='9': must be an integer from 0 to 7"),
+    (["--watches-file", "missing.yaml"], {}, "cannot read missing.yaml"),
+])
+def test_a_bad_setting_stops_the_operator_before_it_starts_anything(tmp_path, monkeypatch, capsys, arguments,
+                                                                     environment, message):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))  # where the roles are
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    runner_dir = tmp_path / "runner"
+    argv = ["--watches-file", str(REPO / "operator" / "watches.yaml"), "--kubeconfig", str(kubeconfig),
+            "--runner-dir", str(runner_dir), *arguments]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metal3_operator: ") and message in err and "Traceback" not in err
+    assert not runner_dir.exists()  # no runner, no prefork server
