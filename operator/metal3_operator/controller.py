@@ -12,9 +12,11 @@ import threading
 import time
 from typing import Any
 
+import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from metal3_operator import status
 from metal3_operator.metrics import Metrics
@@ -74,11 +76,23 @@ class Controller:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        resource = DynamicClient(self.api).resources.get(api_version=self.watch.api_version, kind=self.watch.kind)
+    def resolve(self) -> None:
+        """Find the kind's resource on the cluster: a kind it does not serve is an error before any work."""
+        try:
+            resource = DynamicClient(self.api).resources.get(api_version=self.watch.api_version,
+                                                             kind=self.watch.kind)
+        except ResourceNotFoundError:
+            raise ValueError(f"{self.watch.kind} {self.watch.api_version}: the cluster does not serve it "
+                             "(are the CRDs installed? make operator installs them)") from None
+        except (ApiException, urllib3.exceptions.HTTPError) as e:
+            raise ValueError(f"cannot reach the cluster: {getattr(e, 'reason', None) or e}") from None
         if not resource.namespaced:
             raise ValueError(f"{self.watch.kind}: only namespaced kinds can be watched")
         self.plural = resource.name
+
+    def start(self) -> None:
+        if not self.plural:
+            self.resolve()
         for namespace in self.namespaces:
             self._thread(f"informer-{self.watch.name}-{namespace or 'all'}", self._inform, namespace)
         for i in range(self.workers):

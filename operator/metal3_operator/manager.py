@@ -146,6 +146,8 @@ class Manager:
         return servers
 
     def run(self) -> int:
+        for c in self.controllers:
+            c.resolve()
         servers = self.serve()
         elector = None
         # The lease is handed back only once the reconciles under way are over: a new leader never runs
@@ -188,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    manager = None
     try:
         manager = Manager(args)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -196,3 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     except (WatchesError, ValueError, OSError, config.ConfigException) as e:
         print(f"metal3_operator: {e}", file=sys.stderr)
         return 2
+    finally:
+        if manager:
+            manager.runner.close()

@@ -83,3 +83,28 @@ def test_a_bad_setting_stops_the_operator_before_it_starts_anything(tmp_path, mo
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: ") and message in err and "Traceback" not in err
     assert not runner_dir.exists()  # no runner, no prefork server
+
+
+def _main(tmp_path, monkeypatch, kubeconfig, watches):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))
+    return main(["--watches-file", str(watches), "--kubeconfig", str(kubeconfig), "--runner-dir",
+                 str(tmp_path / "runner"), "--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+
+
+def test_an_unreachable_cluster_is_a_message_not_a_traceback(tmp_path, monkeypatch, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    assert _main(tmp_path, monkeypatch, kubeconfig, REPO / "operator" / "watches.yaml") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metal3_operator: cannot reach the cluster") and "Traceback" not in err
+
+
+@pytest.mark.kubernetes
+def test_a_kind_the_cluster_does_not_serve_is_named(kube_cluster, tmp_path, monkeypatch, capsys):
+    watches = tmp_path / "watches.yaml"
+    watches.write_text("- {version: v1, group: example.com, kind: Probe, role: metal3.baremetal.ipam_reconcile}\n")
+    assert _main(tmp_path, monkeypatch, kube_cluster.kubeconfig, watches) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metal3_operator: Probe example.com/v1: the cluster does not serve it") and \
+        "Traceback" not in err
