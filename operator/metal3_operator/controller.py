@@ -165,7 +165,13 @@ class Controller:
         for k in [*gone, *changed]:
             self.queue.add(k)
         self._synced_namespaces.add(namespace)
-        if len(self._synced_namespaces) == len(self.namespaces):
+        if len(self._synced_namespaces) == len(self.namespaces) and not self.synced.is_set():
+            # Objects deleted while no operator ran left their runs' directories: they go now.
+            with self.cache_lock:
+                stale = [k for k in self.runner.objects(self.watch) if k not in self.cache
+                         and (k[0] in self.namespaces or self.namespaces == [""])]
+            for k in stale:
+                self.queue.add(k)
             self.synced.set()
         return listed["metadata"]["resourceVersion"]
 
@@ -223,6 +229,7 @@ class Controller:
             obj = self.cache.get(key)
         if obj is None:
             self.queue.forget(key)
+            self.runner.forget(self.watch, *key)  # gone: its runs' directory goes too
             return
         meta = obj["metadata"]
         finalizer = self.watch.finalizer.name if self.watch.finalizer else None

@@ -160,8 +160,20 @@ class Runner:
                 path.write_text(yaml.safe_dump(play))
         return str(path)
 
+    def _kind_dir(self, watch: Watch) -> Path:
+        return self.dir / (watch.group or "core") / watch.version / watch.kind
+
     def private_dir(self, watch: Watch, namespace: str, name: str) -> Path:
-        return self.dir / (watch.group or "core") / watch.version / watch.kind / (namespace or "_cluster") / name
+        return self._kind_dir(watch) / (namespace or "_cluster") / name
+
+    def objects(self, watch: Watch) -> list[tuple[str, str]]:
+        """(namespace, name) of each object of the kind that has a directory here."""
+        return [("" if d.parent.name == "_cluster" else d.parent.name, d.name)
+                for d in self._kind_dir(watch).glob("*/*") if d.is_dir()]
+
+    def forget(self, watch: Watch, namespace: str, name: str) -> None:
+        """Remove an object's directory once the object is gone: artifacts stay bounded as objects come and go."""
+        shutil.rmtree(self.private_dir(watch, namespace, name), ignore_errors=True)
 
     def run(self, watch: Watch, obj: dict[str, Any], variables: dict[str, Any], finalizer: bool = False,
             cancel: Callable[[], bool] | None = None, max_artifacts: int | None = None, verbosity: int = 0) -> Result:

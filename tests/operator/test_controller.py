@@ -8,6 +8,7 @@ import pytest
 
 from metal3_operator.controller import VERBOSITY_ANNOTATION, Controller, verbosity, wants_reconcile
 from metal3_operator.metrics import Metrics
+from metal3_operator.runner import Runner
 from metal3_operator.watches import Watch
 from tests.harness.operator_process import Operator
 from tests.operator.conftest import condition, eventually
@@ -39,17 +40,26 @@ def test_a_crs_verbosity_annotation_overrides_the_kinds(annotation, expected):
 
 
 @pytest.mark.kubernetes
-def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_namespace, custom):
+def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_namespace, custom, tmp_path):
     create_pool(custom, kube_namespace)
     create_claims(custom, kube_namespace, 2)
     watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="metal3.baremetal.ipam_reconcile")
-    controller = Controller(watch, kube_cluster.api_client(), None, Metrics(), 1, 0, [kube_namespace])
+    runner = Runner(tmp_path / "runner", prefork=False)
+    ghost = runner.private_dir(watch, kube_namespace, "deleted-while-no-operator-ran")
+    (ghost / "artifacts").mkdir(parents=True)
+    controller = Controller(watch, kube_cluster.api_client(), runner, Metrics(), 1, 0, [kube_namespace])
     controller.plural = "ipclaims"
     assert controller._watch(kube_namespace, "1") is None  # 410 Gone: too old
     version = controller._relist(kube_namespace)
     assert int(version) > 1
     assert sorted(controller.cache) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1")]
-    assert len(controller.queue) == 2 and controller.synced.is_set()
+    assert controller.synced.is_set()
+    # The two claims to reconcile, and the directory of an object that is gone, to be cleared.
+    keys = [controller.queue.get() for _ in range(len(controller.queue))]
+    assert sorted(keys) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1"),
+                            (kube_namespace, "deleted-while-no-operator-ran")]
+    controller.reconcile((kube_namespace, "deleted-while-no-operator-ran"))
+    assert not ghost.exists() and runner.objects(watch) == []
 
 
 @pytest.mark.kubernetes

@@ -76,7 +76,7 @@ def test_fifty_claims_get_fifty_distinct_addresses_and_ready_conditions(operator
 
 
 def test_deleted_claim_releases_its_address_and_goes(operators, custom, kube_namespace):
-    operators()
+    operator = operators()
     create_pool(custom, kube_namespace)
     create_claims(custom, kube_namespace, 2)
     eventually(lambda: ready_claims(custom, kube_namespace, 2), "2 claims Ready")
@@ -87,6 +87,8 @@ def test_deleted_claim_releases_its_address_and_goes(operators, custom, kube_nam
     assert [a["spec"]["claim"]["name"] for a in addresses] == ["claim-1"]
     eventually(lambda: sorted(custom.get_namespaced_custom_object(*IPAM, kube_namespace, "ippools", "pool")
                               ["status"]["allocations"]) == ["claim-1"], "the pool's allocations updated")
+    runs = operator.workdir / "runner" / "ipam.metal3.io" / "v1alpha1" / "IPClaim" / kube_namespace
+    eventually(lambda: sorted(p.name for p in runs.iterdir()) == ["claim-1"], "claim-0's run directory removed")
 
 
 def test_malformed_spec_gets_a_failure_condition_and_an_event_and_nothing_else(
