@@ -84,7 +84,7 @@ class WorkQueue:
                     return None
                 now = time.monotonic()
                 while self._delayed and self._delayed[0][0] <= now:
-                    due, _, key = heapq.heappop(self._delayed)
+                    due, _sequence, key = heapq.heappop(self._delayed)
                     if self._due.get(key) == due:
                         del self._due[key]
                         self._add(key)

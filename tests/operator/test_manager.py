@@ -68,8 +68,8 @@ current-context: c
      "ANSIBLE_VERBOSITY_BAREMETALHOST_METAL3_IO='9': must be an integer from 0 to 7"),
     (["--watches-file", "missing.yaml"], {}, "cannot read missing.yaml"),
 ])
-def test_a_bad_setting_stops_the_operator_before_it_starts_anything(tmp_path, monkeypatch, capsys, arguments,
-                                                                     environment, message):
+def test_a_bad_setting_stops_the_operator_before_it_starts_anything(
+        tmp_path, monkeypatch, capsys, arguments, environment, message):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
     monkeypatch.chdir(tmp_path)
