@@ -55,7 +55,7 @@ def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_n
     assert sorted(controller.cache) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1")]
     assert controller.synced.is_set()
     # The two claims to reconcile, and the directory of an object that is gone, to be cleared.
-    keys = [controller.queue.get() for _ in range(len(controller.queue))]
+    keys = [controller.queue.get() for _key in range(len(controller.queue))]
     assert sorted(keys) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1"),
                             (kube_namespace, "deleted-while-no-operator-ran")]
     controller.reconcile((kube_namespace, "deleted-while-no-operator-ran"))
