@@ -21,7 +21,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from metal3_operator import status
 from metal3_operator.metrics import Metrics
 from metal3_operator.parameters import extra_vars
-from metal3_operator.runner import Result, Runner
+from metal3_operator.runner import Runner
 from metal3_operator.watches import Watch, parse_duration
 from metal3_operator.workqueue import WorkQueue
 
@@ -65,6 +65,9 @@ class Controller:
         self.namespaces = namespaces or [""]
         self.queue = WorkQueue()
         self.cache: dict[Key, dict[str, Any]] = {}
+        # Each failing object's last Event (namespace, name, message, count): a repeat of the same failure
+        # counts on it, as client-go's event recorder does, instead of adding an Event per retry.
+        self.failures: dict[Key, tuple[str, str, str, int]] = {}
         self.cache_lock = threading.Lock()
         self.stopping = threading.Event()
         self.cancelling = threading.Event()
@@ -229,6 +232,7 @@ class Controller:
             obj = self.cache.get(key)
         if obj is None:
             self.queue.forget(key)
+            self.failures.pop(key, None)
             self.runner.forget(self.watch, *key)  # gone: its runs' directory goes too
             return
         meta = obj["metadata"]
@@ -253,10 +257,11 @@ class Controller:
         if not result.ok:
             self.metrics.reconciled(self.watch, "error", elapsed)
             log.warning("%s %s/%s: reconcile failed: %s", self.watch.kind, *key, result.message())
-            self._event(obj, result)
+            self._event(key, obj, result.message())
             self.queue.add_rate_limited(key)
             return
         self.queue.forget(key)
+        self.failures.pop(key, None)
         if deleting and result.requeue_after is None:
             # The finalizer role finished its work: let the deletion go on.
             self._update(key, lambda o: o["metadata"]["finalizers"].remove(finalizer)
@@ -321,10 +326,23 @@ class Controller:
                     raise
         log.warning("%s %s/%s: status not written after 10 conflicts", self.watch.kind, *key)
 
-    def _event(self, obj: dict[str, Any], result: Result) -> None:
-        event = status.failure_event(obj, result.message(), COMPONENT)
+    def _event(self, key: Key, obj: dict[str, Any], message: str) -> None:
+        last = self.failures.get(key)
         try:
-            self.core.create_namespaced_event(event["metadata"]["namespace"], event)
+            if last and last[2] == message:
+                namespace, name, _message, count = last
+                self.core.patch_namespaced_event(name, namespace, {"count": count + 1, "lastTimestamp": status.now()})
+                self.failures[key] = (namespace, name, message, count + 1)
+                return
+        except ApiException as e:
+            if e.status != 404:  # an Event that expired is posted again
+                log.warning("could not count the failure Event: %s", e.reason)
+                return
+        event = status.failure_event(obj, message, COMPONENT)
+        namespace = event["metadata"]["namespace"]
+        try:
+            created = self.core.create_namespaced_event(namespace, event)
+            self.failures[key] = (namespace, created.metadata.name, message, 1)
         except ApiException as e:
             log.warning("could not post the failure Event: %s", e.reason)
 

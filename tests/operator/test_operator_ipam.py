@@ -111,9 +111,16 @@ def test_malformed_spec_gets_a_failure_condition_and_an_event_and_nothing_else(
     bad = custom.get_namespaced_custom_object(*IPAM, kube_namespace, "ippools", "bad")
     assert condition(bad, "Successful")["status"] == "False"
     assert "allocations" not in (bad.get("status") or {})
-    events = client.CoreV1Api(kube_cluster.api_client()).list_namespaced_event(kube_namespace).items
-    warnings = [e for e in events if e.involved_object.name == "bad" and e.type == "Warning"]
-    assert warnings and warnings[0].reason == "ReconcileFailed" and "pools[0]" in warnings[0].message
+    core = client.CoreV1Api(kube_cluster.api_client())
+
+    def warnings() -> list[Any]:
+        return [e for e in core.list_namespaced_event(kube_namespace).items
+                if e.involved_object.name == "bad" and e.type == "Warning"]
+
+    # Each retry fails the same way: one Event, counting them.
+    eventually(lambda: warnings() and warnings()[0].count >= 3, "the failure Event counted three times")
+    event, = warnings()
+    assert event.reason == "ReconcileFailed" and "pools[0]" in event.message
     assert [a["spec"]["pool"]["name"] for a in items(custom, kube_namespace, "ipaddresses")] == ["good"]
 
 
