@@ -67,7 +67,7 @@ class Controller:
         self.cache: dict[Key, dict[str, Any]] = {}
         # Each failing object's last Event (namespace, name, message, count): a repeat of the same failure
         # counts on it, as client-go's event recorder does, instead of adding an Event per retry.
-        self.failures: dict[Key, tuple[str, str, str, int]] = {}
+        self.failure_events: dict[Key, tuple[str, str, str, int]] = {}
         self.cache_lock = threading.Lock()
         self.stopping = threading.Event()
         self.cancelling = threading.Event()
@@ -232,7 +232,7 @@ class Controller:
             obj = self.cache.get(key)
         if obj is None:
             self.queue.forget(key)
-            self.failures.pop(key, None)
+            self.failure_events.pop(key, None)
             self.runner.forget(self.watch, *key)  # gone: its runs' directory goes too
             return
         meta = obj["metadata"]
@@ -261,7 +261,7 @@ class Controller:
             self.queue.add_rate_limited(key)
             return
         self.queue.forget(key)
-        self.failures.pop(key, None)
+        self.failure_events.pop(key, None)
         if deleting and result.requeue_after is None:
             # The finalizer role finished its work: let the deletion go on.
             self._update(key, lambda o: o["metadata"]["finalizers"].remove(finalizer)
@@ -327,12 +327,12 @@ class Controller:
         log.warning("%s %s/%s: status not written after 10 conflicts", self.watch.kind, *key)
 
     def _event(self, key: Key, obj: dict[str, Any], message: str) -> None:
-        last = self.failures.get(key)
+        last = self.failure_events.get(key)
         try:
             if last and last[2] == message:
                 namespace, name, _message, count = last
                 self.core.patch_namespaced_event(name, namespace, {"count": count + 1, "lastTimestamp": status.now()})
-                self.failures[key] = (namespace, name, message, count + 1)
+                self.failure_events[key] = (namespace, name, message, count + 1)
                 return
         except ApiException as e:
             if e.status != 404:  # an Event that expired is posted again
@@ -342,7 +342,7 @@ class Controller:
         namespace = event["metadata"]["namespace"]
         try:
             created = self.core.create_namespaced_event(namespace, event)
-            self.failures[key] = (namespace, created.metadata.name, message, 1)
+            self.failure_events[key] = (namespace, created.metadata.name, message, 1)
         except ApiException as e:
             log.warning("could not post the failure Event: %s", e.reason)
 

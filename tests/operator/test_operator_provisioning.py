@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,13 +70,20 @@ def test_a_host_is_provisioned_then_deleted_deprovisioned_and_its_node_gone(oper
     assert "baremetalhost.metal3.io" in host["metadata"]["finalizers"]
     assert "Bmc-0p3rator" not in json.dumps(host)
 
+    # The BMC password is nowhere the operator writes: its log, the runs' extra vars, output and events.
+    def written() -> list[Path]:
+        return [p for p in operator.workdir.rglob("*") if p.is_file() and not p.is_socket()]
+
+    assert any(p.name == "stdout" for p in written())
+    assert not [p for p in written() if "Bmc-0p3rator" in p.read_text(errors="replace")]
+
     custom.delete_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
     eventually(lambda: host_state(custom, kube_namespace, "host-0") == "gone", "host-0 deleted", timeout=240)
     assert ironic_client.get_node(node_name) is None
-    # The BMC password is nowhere the operator writes: its log, the runs' extra vars, output and events.
-    written = [p for p in operator.workdir.rglob("*") if p.is_file() and not p.is_socket()]
-    assert any(p.name == "stdout" for p in written)
-    assert not [p for p in written if "Bmc-0p3rator" in p.read_text(errors="replace")]
+    assert not [p for p in written() if "Bmc-0p3rator" in p.read_text(errors="replace")]
+    # Its runs' directory went with it.
+    runs = operator.workdir / "runner" / "metal3.io" / "v1alpha1" / "BareMetalHost" / kube_namespace / "host-0"
+    eventually(lambda: not runs.exists(), "host-0's run directory removed")
 
 
 def demo_objects(ns: str, hosts: int) -> list[dict[str, Any]]:
