@@ -10,7 +10,7 @@ import copy
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import urllib3
 from kubernetes import client, watch
@@ -22,7 +22,7 @@ from metal3_operator import status
 from metal3_operator.metrics import Metrics
 from metal3_operator.parameters import extra_vars
 from metal3_operator.runner import Runner
-from metal3_operator.watches import Watch, parse_duration
+from metal3_operator.watches import Watch, parse_duration, parse_int
 from metal3_operator.workqueue import WorkQueue
 
 log = logging.getLogger("metal3_operator.controller")
@@ -32,6 +32,15 @@ VERBOSITY_ANNOTATION = "ansible.sdk.operatorframework.io/verbosity"
 WATCH_TIMEOUT = 300
 COMPONENT = "metal3-baremetal-operator"
 Key = tuple[str, str]
+T = TypeVar("T")
+
+
+class FailureEvent(NamedTuple):
+    """The Event a failing object got last: the same failure again counts on it."""
+    namespace: str
+    name: str
+    message: str
+    count: int
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -65,9 +74,9 @@ class Controller:
         self.namespaces = namespaces or [""]
         self.queue = WorkQueue()
         self.cache: dict[Key, dict[str, Any]] = {}
-        # Each failing object's last Event (namespace, name, message, count): a repeat of the same failure
-        # counts on it, as client-go's event recorder does, instead of adding an Event per retry.
-        self.failure_events: dict[Key, tuple[str, str, str, int]] = {}
+        # Each failing object's last Event: a repeat of the same failure counts on it, as client-go's event
+        # recorder does, instead of adding an Event per retry.
+        self.failure_events: dict[Key, FailureEvent] = {}
         self.cache_lock = threading.Lock()
         self.stopping = threading.Event()
         self.cancelling = threading.Event()
@@ -170,9 +179,9 @@ class Controller:
         self._synced_namespaces.add(namespace)
         if len(self._synced_namespaces) == len(self.namespaces) and not self.synced.is_set():
             # Objects deleted while no operator ran left their runs' directories: they go now.
+            on_disk = [k for k in self.runner.objects(self.watch) if k[0] in self.namespaces or self.namespaces == [""]]
             with self.cache_lock:
-                stale = [k for k in self.runner.objects(self.watch) if k not in self.cache
-                         and (k[0] in self.namespaces or self.namespaces == [""])]
+                stale = [k for k in on_disk if k not in self.cache]
             for k in stale:
                 self.queue.add(k)
             self.synced.set()
@@ -250,7 +259,7 @@ class Controller:
         annotations = meta.get("annotations") or {}
         result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting), finalizer=deleting,
                                  cancel=self.cancelling.is_set, verbosity=verbosity(annotations, self.verbosity),
-                                 max_artifacts=_int(annotations.get(MAX_ARTIFACTS_ANNOTATION)))
+                                 max_artifacts=max_artifacts(annotations))
         elapsed = time.monotonic() - started
         if self.watch.manage_status:
             self._write_status(key, status.done(result.ok, result.stats, result.message()))
@@ -270,20 +279,11 @@ class Controller:
             return
         self.metrics.reconciled(self.watch, "requeue_after" if result.requeue_after is not None else "success",
                                 elapsed)
-        period = self._period(annotations)
+        period = annotated(annotations, RECONCILE_PERIOD_ANNOTATION, parse_duration, self.reconcile_period)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         elif period > 0:
             self.queue.add_after(key, period)
-
-    def _period(self, annotations: dict[str, str]) -> float:
-        value = annotations.get(RECONCILE_PERIOD_ANNOTATION)
-        if value:
-            try:
-                return parse_duration(value, RECONCILE_PERIOD_ANNOTATION)
-            except ValueError:
-                log.warning("ignoring %s=%r: not a duration", RECONCILE_PERIOD_ANNOTATION, value)
-        return self.reconcile_period
 
     # -- writes -----------------------------------------------------------------------------------------------
 
@@ -329,10 +329,10 @@ class Controller:
     def _event(self, key: Key, obj: dict[str, Any], message: str) -> None:
         last = self.failure_events.get(key)
         try:
-            if last and last[2] == message:
-                namespace, name, _message, count = last
-                self.core.patch_namespaced_event(name, namespace, {"count": count + 1, "lastTimestamp": status.now()})
-                self.failure_events[key] = (namespace, name, message, count + 1)
+            if last and last.message == message:
+                self.core.patch_namespaced_event(last.name, last.namespace,
+                                                 {"count": last.count + 1, "lastTimestamp": status.now()})
+                self.failure_events[key] = last._replace(count=last.count + 1)
                 return
         except ApiException as e:
             if e.status != 404:  # an Event that expired is posted again
@@ -342,23 +342,29 @@ class Controller:
         namespace = event["metadata"]["namespace"]
         try:
             created = self.core.create_namespaced_event(namespace, event)
-            self.failure_events[key] = (namespace, created.metadata.name, message, 1)
+            self.failure_events[key] = FailureEvent(namespace, created.metadata.name, message, 1)
         except ApiException as e:
             log.warning("could not post the failure Event: %s", e.reason)
 
 
+def annotated(annotations: dict[str, str], name: str, parse: Callable[[str, str], T], default: T) -> T:
+    """A CR's annotation overriding a setting of its kind: its value parsed, else ``default`` (a value that does
+    not parse is logged and ignored, as the Ansible Operator ignores it)."""
+    value = annotations.get(name)
+    if value is None:
+        return default
+    try:
+        return parse(value, name)
+    except ValueError as e:
+        log.warning("ignoring the annotation: %s", e)
+        return default
+
+
 def verbosity(annotations: dict[str, str], default: int) -> int:
     """The CR's verbosity annotation, when it is one (0 to 7), else the kind's."""
-    value = annotations.get(VERBOSITY_ANNOTATION)
-    if value is not None:
-        if str(value).strip().isdigit() and int(value) <= 7:
-            return int(value)
-        log.warning("ignoring %s=%r: not a verbosity from 0 to 7", VERBOSITY_ANNOTATION, value)
-    return default
+    return annotated(annotations, VERBOSITY_ANNOTATION, lambda v, name: parse_int(v, range(8), name), default)
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and int(value) > 0 else None
-    except (TypeError, ValueError):
-        return None
+def max_artifacts(annotations: dict[str, str]) -> int | None:
+    """The CR's max-runner-artifacts annotation, when it is one, else None (the watch's maxRunnerArtifacts)."""
+    return annotated(annotations, MAX_ARTIFACTS_ANNOTATION, lambda v, name: parse_int(v, range(1, 10_000), name), None)

@@ -22,7 +22,7 @@ from metal3_operator.controller import Controller
 from metal3_operator.leader import LeaderElector
 from metal3_operator.metrics import Metrics, metrics_route, probe, serve
 from metal3_operator.runner import Runner
-from metal3_operator.watches import Watch, WatchesError, load, parse_duration
+from metal3_operator.watches import Watch, WatchesError, load, parse_duration, parse_int
 
 log = logging.getLogger("metal3_operator")
 
@@ -34,9 +34,7 @@ def _kind_setting(watch: Watch, prefixes: tuple[str, ...], default: int, valid: 
     for name in (f"{prefix}_{suffix}" for prefix in prefixes):
         value = os.environ.get(name)
         if value:
-            if value.strip().isdigit() and int(value) in valid:
-                return int(value)
-            raise ValueError(f"{name}={value!r}: must be an integer from {valid.start} to {valid.stop - 1}")
+            return parse_int(value, valid, name)
     return default
 
 

@@ -39,6 +39,14 @@ def parse_duration(value: Any, field_name: str) -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
+def parse_int(value: Any, valid: range, field_name: str) -> int:
+    """An integer setting given as text (an environment variable, an annotation), within ``valid``."""
+    text = str(value).strip()
+    if text.isdigit() and int(text) in valid:
+        return int(text)
+    raise ValueError(f"{field_name}={value!r}: must be an integer from {valid.start} to {valid.stop - 1}")
+
+
 @dataclass(frozen=True)
 class Finalizer:
     name: str

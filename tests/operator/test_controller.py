@@ -6,10 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from metal3_operator.controller import VERBOSITY_ANNOTATION, Controller, verbosity, wants_reconcile
+from metal3_operator.controller import (
+    MAX_ARTIFACTS_ANNOTATION,
+    RECONCILE_PERIOD_ANNOTATION,
+    VERBOSITY_ANNOTATION,
+    Controller,
+    annotated,
+    max_artifacts,
+    verbosity,
+    wants_reconcile,
+)
 from metal3_operator.metrics import Metrics
 from metal3_operator.runner import Runner
-from metal3_operator.watches import Watch
+from metal3_operator.watches import Watch, parse_duration
 from tests.harness.operator_process import Operator
 from tests.operator.conftest import condition, eventually
 from tests.operator.test_operator_ipam import IPAM, create_claims, create_pool
@@ -37,6 +46,18 @@ def test_what_wakes_a_reconcile(change, annotations, expected):
 def test_a_crs_verbosity_annotation_overrides_the_kinds(annotation, expected):
     annotations = {} if annotation is None else {VERBOSITY_ANNOTATION: annotation}
     assert verbosity(annotations, 1) == expected
+
+
+@pytest.mark.parametrize("annotation, expected", [(None, None), ("5", 5), ("0", None), ("many", None)])
+def test_a_crs_max_runner_artifacts_annotation(annotation, expected):
+    annotations = {} if annotation is None else {MAX_ARTIFACTS_ANNOTATION: annotation}
+    assert max_artifacts(annotations) == expected
+
+
+@pytest.mark.parametrize("annotation, expected", [(None, 36000.0), ("90s", 90.0), ("0", 0.0), ("soon", 36000.0)])
+def test_a_crs_reconcile_period_annotation(annotation, expected):
+    annotations = {} if annotation is None else {RECONCILE_PERIOD_ANNOTATION: annotation}
+    assert annotated(annotations, RECONCILE_PERIOD_ANNOTATION, parse_duration, 36000.0) == expected
 
 
 @pytest.mark.kubernetes
