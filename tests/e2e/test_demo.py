@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import VENV, free_port
-from tests.integration.ansible import REPO, ansible_playbook
+from tests.integration.playbook_runs import REPO, ansible_playbook
 
 DEMO = REPO / "playbooks" / "demo.yml"
 ROW = re.compile(r"^\s+(my-cluster-\S+)\s+(metal3/host-\d)\s+(az-[ab])\s+(\d+\.\d+\.\d+\.\d+)\s+(\d+\.\d+\.\d+\.\d+)\s+"

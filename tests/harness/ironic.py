@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from tests.integration.ansible import REPO, ansible_playbook
+from tests.integration.playbook_runs import REPO, ansible_playbook
 
 LAB = REPO / "build" / "ironic-lab"
 VENV = REPO / "build" / "ironic-venv"

@@ -7,7 +7,7 @@ import textwrap
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import REPO, free_port
-from tests.integration.ansible import ansible_playbook
+from tests.integration.playbook_runs import ansible_playbook
 
 PASSWORD = "Hidden-BMC-pw-4d2f91"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import HOST_ANNOTATION, INFRA_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from tests.integration.ansible import PLAYBOOKS, REPO
+from tests.integration.playbook_runs import PLAYBOOKS, REPO
 
 NS = "race"
 ROUNDS = 20

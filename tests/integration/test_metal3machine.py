@@ -16,7 +16,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref, secret_values
-from tests.integration.ansible import REPO
+from tests.integration.playbook_runs import REPO
 
 DEMO = REPO / "playbooks" / "files" / "demo"
 NS = "metal3"

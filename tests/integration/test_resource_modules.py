@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.ansible import ansible_playbook
+from tests.integration.playbook_runs import ansible_playbook
 
 # Two documents in one file, one of them a Secret whose value must never be shown.
 MANIFESTS = """\
