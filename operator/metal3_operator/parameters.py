@@ -52,12 +52,13 @@ def object_var(watch: Watch) -> str:
 def extra_vars(watch: Watch, obj: dict[str, Any], finalizer: bool = False) -> dict[str, Any]:
     spec = obj.get("spec") or {}
     top = snake_keys(spec) if watch.snake_case_parameters else dict(spec)
-    # markUnsafe covers every copy of the CR's strings: the spec on top, the object and its spec.
+    # markUnsafe covers every string that comes from the CR: the spec on top, its name and namespace, the object
+    # and its spec (kube-apiserver's name rules keep Jinja out of a name; nothing here relies on them).
     unsafe = mark_unsafe if watch.mark_unsafe else (lambda value: value)
     meta = obj.get("metadata") or {}
     variables: dict[str, Any] = {
         **unsafe(top),
-        "ansible_operator_meta": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "ansible_operator_meta": unsafe({"name": meta.get("name"), "namespace": meta.get("namespace")}),
         object_var(watch): unsafe(obj),
         f"{object_var(watch)}_spec": unsafe(spec),
         **watch.vars,

@@ -1,8 +1,10 @@
 """The deployment: RBAC of least privilege covering what watches.yaml reconciles, and manifests the real
-kube-apiserver accepts (server-side dry run)."""
+kube-apiserver accepts (server-side dry run) - cluster-wide (operator/config) and namespaced
+(operator/config/namespaced)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -11,11 +13,63 @@ from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "operator" / "config"
+WATCHED_NAMESPACE = "metal3"  # the namespace operator/config/namespaced watches
 
 
 def documents(*parts: str) -> list[dict]:
-    return [doc for path in sorted((CONFIG.joinpath(*parts)).glob("*.yaml"))
+    return [doc for path in sorted((CONFIG.joinpath(*parts)).glob("*.yaml")) if path.name != "kustomization.yaml"
             for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def kustomize(directory: Path, files: set[Path] | None = None) -> list[dict]:
+    """The objects ``kubectl kustomize directory`` builds, for the part of kustomize operator/config uses:
+    resources (files, or directories with a kustomization) and strategic-merge patches (lists of named items
+    merged by name, ``$patch: delete``). Anything else fails here rather than build differently. The manifest
+    files read are added to ``files``."""
+    path = next(p for p in (directory / "kustomization.yaml", directory / "kustomization.yml") if p.exists())
+    kustomization = yaml.safe_load(path.read_text())
+    assert set(kustomization) <= {"apiVersion", "kind", "resources", "patches"}, f"{path}: {kustomization}"
+    objects: list[dict] = []
+    for resource in kustomization.get("resources", []):
+        target = (directory / resource).resolve()
+        if target.is_dir():
+            objects += kustomize(target, files)
+        else:
+            objects += [doc for doc in yaml.safe_load_all(target.read_text()) if doc]
+            if files is not None:
+                files.add(target)
+    for entry in kustomization.get("patches", []):
+        assert set(entry) == {"patch"}, f"{path}: only inline strategic-merge patches: {entry}"
+        patch = yaml.safe_load(entry["patch"])
+        [obj] = [o for o in objects if o["kind"] == patch["kind"] and all(
+            o["metadata"].get(key) == value for key, value in patch["metadata"].items())]
+        if patch.pop("$patch", None) == "delete":
+            objects.remove(obj)
+        else:
+            merge(obj, patch)
+    return objects
+
+
+def merge(target: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        current = target.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            merge(current, value)
+        elif isinstance(value, list) and isinstance(current, list) and all(
+                isinstance(item, dict) and "name" in item for item in value + current):
+            by_name = {item["name"]: item for item in current}
+            for item in value:
+                if item["name"] in by_name:
+                    merge(by_name[item["name"]], item)
+                else:
+                    current.append(item)
+        else:
+            target[key] = value
+
+
+def find(objects: list[dict], kind: str, **metadata: str) -> dict[str, Any]:
+    [found] = [o for o in objects if o["kind"] == kind and all(o["metadata"].get(k) == v for k, v in metadata.items())]
+    return found
 
 
 def plurals() -> dict[tuple[str, str], str]:
@@ -43,7 +97,7 @@ def test_every_watched_kind_is_granted_what_a_reconcile_needs(group, kind):
 
 
 def test_no_wildcards_and_leases_only_in_the_operators_namespace():
-    for doc in documents("rbac"):
+    for doc in documents("rbac") + documents("namespaced"):
         for rule in doc.get("rules", []):
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
     assert not granted(CLUSTER_ROLE["rules"], "coordination.k8s.io", "leases")
@@ -62,24 +116,68 @@ def test_the_deployment_runs_the_operator_as_the_service_account_with_probes():
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    kustomization = yaml.safe_load((CONFIG / "kustomization.yaml").read_text())
-    listed = {str((CONFIG / r).resolve()) for r in kustomization["resources"]}
-    assert {str(p) for p in CONFIG.glob("*/*.yaml")} <= listed
+    listed: set[Path] = set()
+    kustomize(CONFIG, listed)
+    manifests = {p.resolve() for part in ("manager", "rbac") for p in (CONFIG / part).glob("*.yaml")
+                 if p.name != "kustomization.yaml"}
+    assert manifests <= listed
 
 
-@pytest.mark.kubernetes
-def test_the_apiserver_accepts_every_manifest(kube_cluster):
-    api = kube_cluster.api_client()
-    objects = documents("manager") + documents("rbac")
-    namespace = next(d for d in objects if d["kind"] == "Namespace")
+def test_secrets_are_read_by_name_never_listed_or_watched():
+    # The reconciles get a Secret by name (BMC credentials, user data, network data), create Metal3Data's
+    # rendered ones and delete those again: a list or a watch would read every Secret of the cluster.
+    assert granted(CLUSTER_ROLE["rules"], "", "secrets") == {"get", "create", "delete"}
+
+
+def test_the_namespaced_kustomization_grants_the_same_rules_in_the_watched_namespace_only():
+    objects = kustomize(CONFIG / "namespaced")
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    role = find(objects, "Role", name=CLUSTER_ROLE["metadata"]["name"])
+    assert role["metadata"]["namespace"] == WATCHED_NAMESPACE
+    assert role["rules"] == CLUSTER_ROLE["rules"]
+    binding = find(objects, "RoleBinding", namespace=WATCHED_NAMESPACE)
+    account = find(objects, "ServiceAccount")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": account["metadata"]["namespace"]}]
+    container = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["WATCH_NAMESPACE"] == {"name": "WATCH_NAMESPACE", "value": WATCHED_NAMESPACE}
+    assert {"POD_NAMESPACE", "OS_CLIENT_CONFIG_FILE", "OS_CLOUD"} <= set(env)  # merged, not replaced
+    # The leader-election Role stays, in the operator's namespace.
+    assert find(objects, "Role", name="metal3-baremetal-operator-leader-election")["metadata"]["namespace"] == \
+        account["metadata"]["namespace"]
+
+
+def create_namespace(api: Any, name: str) -> None:
     try:
-        client.CoreV1Api(api).create_namespace(namespace)
+        client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     except ApiException as e:
         assert e.status == 409
+
+
+def dry_run(api: Any, objects: list[dict]) -> None:
+    """Each object, server-side dry run; the Namespaces for real, and the CRDs the harness installed skipped."""
     for obj in objects:
         if obj["kind"] == "Namespace":
+            create_namespace(api, obj["metadata"]["name"])
+            continue
+        if obj["kind"] == "CustomResourceDefinition":
             continue
         try:
             utils.create_from_dict(api, obj, dry_run="All")
         except utils.FailToCreateError as e:
             raise AssertionError(f"{obj['kind']} {obj['metadata']['name']}: {e}") from None
+
+
+@pytest.mark.kubernetes
+def test_the_apiserver_accepts_every_manifest(kube_cluster):
+    dry_run(kube_cluster.api_client(), kustomize(CONFIG))
+
+
+@pytest.mark.kubernetes
+def test_the_apiserver_accepts_the_namespaced_kustomization(kube_cluster):
+    api = kube_cluster.api_client()
+    create_namespace(api, WATCHED_NAMESPACE)  # the watched namespace is the user's, not the kustomization's
+    dry_run(api, kustomize(CONFIG / "namespaced"))

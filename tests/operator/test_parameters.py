@@ -1,6 +1,10 @@
 """The extra vars a reconcile hands to its role, as the Ansible Operator builds them."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from metal3_operator.parameters import extra_vars, to_snake
@@ -54,4 +58,36 @@ def test_mark_unsafe_wraps_every_string_of_the_spec():
     assert variables["bmc"]["disable_certificate_verification"] is True
     for copy in (variables["_metal3_io_baremetalhost"]["spec"], variables["_metal3_io_baremetalhost_spec"]):
         assert copy["bmc"]["address"] == {"__ansible_unsafe": "redfish://{{ lookup('env', 'HOME') }}"}
-    assert variables["ansible_operator_meta"]["name"] == CR["metadata"]["name"]  # names are plain strings
+
+
+# How ansible-playbook loads the runner's extra vars file (-e @env/extravars), in a Python of its own as it does.
+LOAD_META = """
+import json, sys
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import is_trusted_as_template
+meta = DataLoader().load_from_file(sys.argv[1], trusted_as_template=True)["ansible_operator_meta"]
+print(json.dumps({"meta": meta, "trusted": {key: is_trusted_as_template(value) for key, value in meta.items()}}))
+"""
+
+
+def test_mark_unsafe_wraps_the_name_and_namespace_too(tmp_path):
+    watch = Watch("metal3.io", "v1alpha1", "BareMetalHost", role="r", mark_unsafe=True)
+    assert extra_vars(watch, CR)["ansible_operator_meta"] == {"name": {"__ansible_unsafe": "host-0"},
+                                                              "namespace": {"__ansible_unsafe": "metal3"}}
+
+    def loaded(watch: Watch, cr: dict) -> dict:
+        path = tmp_path / "extravars"
+        path.write_text(json.dumps(extra_vars(watch, cr)))
+        run = subprocess.run([sys.executable, "-c", LOAD_META, str(path)], cwd=tmp_path, capture_output=True,
+                             text=True, check=False)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+
+    cr = {**CR, "metadata": {"name": "{{ lookup('env', 'HOME') }}", "namespace": "metal3"}}
+    loaded_meta = loaded(watch, cr)
+    # Plain strings for the role, which are never templated.
+    assert loaded_meta == {"meta": {"name": "{{ lookup('env', 'HOME') }}", "namespace": "metal3"},
+                           "trusted": {"name": False, "namespace": False}}
+    # As they were without markUnsafe.
+    assert loaded(Watch("metal3.io", "v1alpha1", "BareMetalHost", role="r"), cr)["trusted"] == {
+        "name": True, "namespace": True}
