@@ -55,8 +55,32 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Sto
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.requesters import expand, requesters_from_survey
 
 
+def _check_arguments(requesters: Any, namespace: Any, names: Any, networks: Any, pool: Any) -> None:
+    """Refuse what the expansion would trip over (a string iterated as a list, a list as a mapping), naming it."""
+    if requesters is not None and not isinstance(requesters, list):
+        raise AnsibleFilterError(f"ipam_requesters: must be a list of mappings, not {requesters!r}")
+    for i, requester in enumerate(requesters or []):
+        if not isinstance(requester, dict):
+            raise AnsibleFilterError(f"ipam_requesters[{i}]: must be a mapping, not {requester!r}")
+        for field, kind, what in (("labels", dict, "a mapping"), ("devices", list, "a list")):
+            if requester.get(field) is not None and not isinstance(requester[field], kind):
+                raise AnsibleFilterError(f"ipam_requesters[{i}].{field}: must be {what}")
+        for j, device in enumerate(requester.get("devices") or []):
+            if isinstance(device, dict) and device.get("labels") is not None \
+                    and not isinstance(device["labels"], dict):
+                raise AnsibleFilterError(f"ipam_requesters[{i}].devices[{j}].labels: must be a mapping")
+    if not isinstance(namespace, str) or not namespace:
+        raise AnsibleFilterError(f"namespace: must be a non-empty string, not {namespace!r}")
+    for name, value in (("names", names), ("networks", networks)):
+        if value is not None and not isinstance(value, (str, list)):
+            raise AnsibleFilterError(f"{name}: must be a list or a comma-separated string, not {value!r}")
+    if pool is not None and not isinstance(pool, str):
+        raise AnsibleFilterError(f"pool: must be a string, not {pool!r}")
+
+
 def ip_claims(requesters: list[dict[str, Any]], namespace: str = "default", names: Any = None,
               networks: Any = None, pool: str | None = None) -> list[dict[str, Any]]:
+    _check_arguments(requesters, namespace, names, networks, pool)
     try:
         return expand([*(requesters or []), *requesters_from_survey(names, networks, pool)], namespace)
     except StoreError as e:

@@ -60,8 +60,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render
 
 def meta_data(meta_data_spec: dict[str, Any], index: int, objects: dict[str, Any], addresses: dict[str, Any],
               namespace: str) -> dict[str, str]:
+    # Values go to the renderer as given (None is "not set"): it names the argument or field of a bad one.
     try:
-        return render_meta_data(meta_data_spec or {}, int(index), objects or {}, addresses or {}, namespace)
+        return render_meta_data(meta_data_spec, index, objects, addresses, namespace)
     except StoreError as e:
         raise AnsibleFilterError(str(e)) from None
 

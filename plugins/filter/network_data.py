@@ -55,8 +55,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render
 
 def network_data(network_data_spec: dict[str, Any], addresses: dict[str, Any],
                  host: dict[str, Any] | None = None) -> dict[str, Any]:
+    # Values go to the renderer as given (None is "not set"): it names the argument or field of a bad one.
     try:
-        return render_network_data(network_data_spec or {}, addresses or {}, host)
+        return render_network_data(network_data_spec, addresses, host)
     except StoreError as e:
         raise AnsibleFilterError(str(e)) from None
 

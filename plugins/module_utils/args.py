@@ -8,6 +8,11 @@ from typing import Any
 
 from ansible.module_utils.basic import env_fallback
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, merge_patch
+
 # The store: documented once in the metal3.baremetal.store doc fragment. Option names and
 # K8S_AUTH_* fallbacks are kubernetes.core's, so AWX's Kubernetes credential works unchanged.
 STORE_ARG_SPEC: dict[str, dict[str, Any]] = {
@@ -33,7 +38,19 @@ def with_store(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def store_options(params: dict[str, Any]) -> dict[str, Any]:
+    kubeconfig = params.get("kubeconfig")
+    # raw, as kubernetes.core's: a file's path or the parsed file; anything else would reach the client library
+    if kubeconfig is not None and not isinstance(kubeconfig, (str, dict)):
+        raise BadRequest(f"kubeconfig: must be the path of a kubeconfig file or its content as a mapping, "
+                         f"not {kubeconfig!r}")
     return {name: params.get(name) for name in STORE_ARG_SPEC}
+
+
+def validate_definition(definition: Object, existing: Object | None) -> None:
+    """The kind's CRD schema checks on what ``definition`` would make of the stored object (a merge patch on
+    ``existing``, or a new object), before any engine code reads the spec: a wrong type is a field error
+    ('spec.prefix: Invalid value: 'abc': must be of type integer') and nothing is written."""
+    validate(lookup(definition["apiVersion"], definition["kind"]), merge_patch(existing or {}, definition))
 
 
 # Ironic: documented once in the metal3.baremetal.ironic doc fragment. Env names are openstacksdk's
@@ -46,6 +63,10 @@ IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
     "ironic_timeout": {"type": "int", "fallback": (env_fallback, ["IRONIC_CLIENT_TIMEOUT"])},
     "provisioning_limit": {"type": "int", "fallback": (env_fallback, ["PROVISIONING_LIMIT"])},
 }
+
+
+# The least values of the Ironic options (ModuleSpec.minimums); 0 stands for the default, as it always has.
+IRONIC_MINIMUMS = {"ironic_timeout": 0, "provisioning_limit": 0}
 
 
 def with_ironic(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, StoreError
 
 Run = Callable[[dict[str, Any], bool], dict[str, Any]]
 
@@ -24,6 +24,8 @@ class ModuleSpec:
     mutually_exclusive: list[list[str]] = field(default_factory=list)
     required_one_of: list[list[str]] = field(default_factory=list)
     required_if: list[Any] = field(default_factory=list)
+    # Integer options and the least value each takes (wait_timeout: 0): an argument spec has no bounds.
+    minimums: dict[str, int] = field(default_factory=dict)
 
     def validation_kwargs(self) -> dict[str, Any]:
         return {"mutually_exclusive": self.mutually_exclusive, "required_one_of": self.required_one_of,
@@ -33,6 +35,7 @@ class ModuleSpec:
 def execute(spec: ModuleSpec, params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     """Run the engine; an engine error becomes a failed result with a clear message, never a traceback."""
     try:
+        check_minimums(spec.minimums, params)
         result = spec.run(params, check_mode)
     except StoreError as e:
         return {"failed": True, "changed": False, "msg": str(e), "reason": e.reason}
@@ -41,3 +44,11 @@ def execute(spec: ModuleSpec, params: dict[str, Any], check_mode: bool) -> dict[
                 "exception": traceback.format_exc()}
     result.setdefault("changed", False)
     return result
+
+
+def check_minimums(minimums: dict[str, int], params: dict[str, Any]) -> None:
+    """Invalid naming the first option below its least value, before the engine sees any option."""
+    for name, least in minimums.items():
+        value = params.get(name)
+        if value is not None and value < least:
+            raise Invalid(f"{name}: Invalid value: {value}: must be greater than or equal to {least}")

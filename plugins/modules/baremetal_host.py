@@ -57,11 +57,11 @@ options:
       - Not set - one step only.
     type: str
   wait_timeout:
-    description: Seconds to wait for O(wait_for).
+    description: Seconds to wait for O(wait_for); 0 or more.
     type: int
     default: 600
   concurrency:
-    description: How many hosts are reconciled at once.
+    description: How many hosts are reconciled at once; 1 or more.
     type: int
     default: 20
 """
@@ -140,7 +140,7 @@ host:
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API,
@@ -198,6 +198,7 @@ SPEC = ModuleSpec(
     }),
     run=run,
     mutually_exclusive=[["name", "label_selectors"]],
+    minimums={"wait_timeout": 0, "concurrency": 1, **IRONIC_MINIMUMS},
 )
 
 

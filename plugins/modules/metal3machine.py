@@ -49,7 +49,7 @@ options:
     type: str
     choices: [ready, deleted]
   wait_timeout:
-    description: Seconds to wait for O(wait_for).
+    description: Seconds to wait for O(wait_for); 0 or more.
     type: int
     default: 1800
   strict_failure_domain:
@@ -125,7 +125,7 @@ from typing import Any
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
@@ -164,6 +164,7 @@ SPEC = ModuleSpec(
     }),
     run=run,
     mutually_exclusive=[["name", "label_selectors"]],
+    minimums={"wait_timeout": 0, **IRONIC_MINIMUMS},
 )
 
 

@@ -60,8 +60,13 @@ def driver_for(address: str, username: str, password: str, disable_certificate_v
     """The Ironic driver for a BareMetalHost's BMC address; Invalid names ``field`` when it cannot be read."""
     if not address:
         raise Invalid(f"{field}: Required value")
+    if not isinstance(address, str):
+        raise Invalid(f"{field}: Invalid value: {address!r}: must be of type string")
     text = address if "://" in address else f"ipmi://{address}"  # a bare host[:port] is IPMI, as upstream
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as e:  # an unclosed '[' of an IPv6 host, for one
+        raise Invalid(f"{field}: Invalid value: {address!r}: not a URL: {e}") from None
     scheme, _plus, transport = parts.scheme.partition("+")
     if scheme not in _SCHEMES or (transport and (transport not in ("http", "https") or scheme == "fake")):
         raise Invalid(f"{field}: Unsupported value: {parts.scheme!r}: supported schemes: {', '.join(SCHEMES)}")
@@ -71,6 +76,8 @@ def driver_for(address: str, username: str, password: str, disable_certificate_v
         raise Invalid(f"{field}: Invalid value: {address!r}: not a valid port") from None
     if not host and scheme != "fake":
         raise Invalid(f"{field}: Invalid value: {address!r}: no host")
+    if any(c.isspace() or not c.isprintable() for c in address):  # Go's url.Parse refuses them too
+        raise Invalid(f"{field}: Invalid value: {address!r}: must not contain spaces or control characters")
     driver, boot, interfaces, provisioning_network = _SCHEMES[scheme]
     info: dict[str, Any]
     if driver == "ipmi":

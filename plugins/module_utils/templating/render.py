@@ -102,12 +102,12 @@ def render_network_data(network_data: dict, addresses: Addresses, host: dict | N
                         objects: dict[str, dict] | None = None) -> dict:
     """OpenStack network_data.json of a template's networkData, with the addresses claimed from its pools."""
     network_data = _fields(network_data, "networkData", ("links", "networks", "services"))
-    objects = dict(objects or {})
+    objects = _objects(objects)
     if host is None:
         host = objects.get("baremetalhost")
     elif objects.get("baremetalhost") is None:
-        objects["baremetalhost"] = host
-    addresses = addresses or {}
+        objects["baremetalhost"] = _object_mapping(host, "host")
+    addresses = _mapping(addresses, "addresses")
     return {
         "links": _links(network_data.get("links"), host, objects),
         "networks": _networks(network_data.get("networks"), addresses, objects),
@@ -118,9 +118,11 @@ def render_network_data(network_data: dict, addresses: Addresses, host: dict | N
 def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addresses: Addresses,
                      namespace: str) -> dict[str, str]:
     """cloud-init meta_data of a template's metaData for the Metal3Data of ``index`` in ``namespace``."""
-    objects = objects or {}
-    addresses = addresses or {}
+    objects = _objects(objects)
+    addresses = _mapping(addresses, "addresses")
     index = _integer(index, "index", 0)
+    if not isinstance(namespace, str) or not namespace:
+        raise Invalid(f"namespace: must be a non-empty string, not {namespace!r}")
 
     def from_host_interface(item: dict, path: str) -> str:
         host = objects.get("baremetalhost")
@@ -150,14 +152,15 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
                f"{_string(item, 'suffix', path, required=False) or ''}"
 
     def object_name(item: dict, path: str) -> str:
-        return str(_metadata(_object(objects, item.get("object"), f"{path}.object"), "name") or "")
+        return str(_metadata(objects, item.get("object"), f"{path}.object", "name") or "")
 
     def from_label(item: dict, path: str) -> str:
-        labels = _metadata(_object(objects, item.get("object"), f"{path}.object"), "labels") or {}
+        labels = _mapping(_metadata(objects, item.get("object"), f"{path}.object", "labels"), f"{path}.object")
         return str(labels.get(_string(item, "label", path), ""))
 
     def from_annotation(item: dict, path: str) -> str:
-        annotations = _metadata(_object(objects, item.get("object"), f"{path}.object"), "annotations") or {}
+        annotations = _mapping(_metadata(objects, item.get("object"), f"{path}.object", "annotations"),
+                               f"{path}.object")
         return str(annotations.get(_string(item, "annotation", path), ""))
 
     def literal(item: dict, path: str) -> str:
@@ -184,8 +187,8 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
             entry = _fields(item, path, ("key", *fields))
             rendered[_string(entry, "key", path)] = render(entry, path)
     if objects.get("metal3machine") and objects.get("baremetalhost"):
-        rendered["providerid"] = (f"{namespace}/{_metadata(objects['baremetalhost'], 'name')}/"
-                                  f"{_metadata(objects['metal3machine'], 'name')}")
+        rendered["providerid"] = (f"{namespace}/{_metadata(objects, 'baremetalhost', 'objects', 'name')}/"
+                                  f"{_metadata(objects, 'metal3machine', 'objects', 'name')}")
     return rendered
 
 
@@ -272,8 +275,8 @@ def _pool_name(ref: PoolRef, objects: dict[str, dict]) -> str:
 
 
 def _pool(addresses: Addresses, name: str, path: str) -> dict[str, Any]:
-    pool = addresses.get(name)
-    if not isinstance(pool, dict) or not pool.get("address"):
+    pool = _mapping(addresses.get(name), f"addresses[{name}]")
+    if not pool.get("address"):
         raise Invalid(f"{path}: no address from pool '{name}'")
     return pool
 
@@ -498,6 +501,23 @@ def _object_kind(value: Any, path: str) -> str:
     return value.lower()
 
 
+def _objects(objects: Any) -> dict[str, dict]:
+    """The objects sources read from, each a mapping with mapping metadata (checked here, read later)."""
+    objects = dict(_mapping(objects, "objects"))
+    for kind in OBJECTS:
+        if objects.get(kind) is not None:
+            objects[kind] = _object_mapping(objects[kind], f"objects.{kind}")
+    return objects
+
+
+def _object_mapping(obj: Any, path: str) -> dict:
+    obj = _mapping(obj, path)
+    metadata = _mapping(obj.get("metadata"), f"{path}.metadata")
+    for field in ("labels", "annotations"):
+        _mapping(metadata.get(field), f"{path}.metadata.{field}")
+    return obj
+
+
 def _object(objects: dict[str, dict], kind: Any, path: str) -> dict:
     kind = _object_kind(kind, path)
     obj = objects.get(kind)
@@ -506,19 +526,23 @@ def _object(objects: dict[str, dict], kind: Any, path: str) -> dict:
     return obj
 
 
-def _metadata(obj: dict, field: str) -> Any:
-    return (obj.get("metadata") or {}).get(field)
+def _metadata(objects: dict[str, dict], kind: Any, path: str, field: str) -> Any:
+    """A metadata field of the object of ``kind`` (checked by _objects)."""
+    return (_object(objects, kind, path).get("metadata") or {}).get(field)
 
 
 def _annotation_value(objects: dict[str, dict], ref: dict[str, str], path: str) -> str:
-    value = (_metadata(_object(objects, ref["object"], f"{path}.object"), "annotations") or {}).get(ref["annotation"])
+    value = (_metadata(objects, ref["object"], f"{path}.object", "annotations") or {}).get(ref["annotation"])
     if not value:
         raise Invalid(f"{path}: the {ref['object']} has no annotation '{ref['annotation']}'")
     return str(value)
 
 
 def _nic_mac(host: dict | None, nic: str, path: str) -> str:
-    nics = (((host or {}).get("status") or {}).get("hardware") or {}).get("nics") or []
+    status = _mapping(_mapping(host, "host").get("status"), "host.status")
+    nics = _mapping(status.get("hardware"), "host.status.hardware").get("nics") or []
+    if not isinstance(nics, list):
+        raise Invalid("host.status.hardware.nics: must be a list")
     for entry in nics:
         if isinstance(entry, dict) and entry.get("name") == nic and entry.get("mac"):
             return str(entry["mac"])
@@ -526,7 +550,7 @@ def _nic_mac(host: dict | None, nic: str, path: str) -> str:
 
 
 def _boot_mac(host: dict | None, path: str) -> str:
-    mac = ((host or {}).get("spec") or {}).get("bootMACAddress")
+    mac = _mapping(_mapping(host, "host").get("spec"), "host.spec").get("bootMACAddress")
     if not mac:
         raise Invalid(f"{path}: the host has no bootMACAddress")
     return str(mac)

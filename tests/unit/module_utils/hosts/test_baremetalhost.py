@@ -179,3 +179,23 @@ def test_wait_for_host_stops_at_the_target_at_a_lasting_error_or_at_the_timeout(
     assert bmh.wait_for_host(steps(*[busy] * 5), ("provisioned",), 0, slept.append)[1] is False
     gone = bmh.HostStep(None, "deleting")
     assert bmh.wait_for_host(steps(busy, gone), ("deleted",), 10, slept.append) == (gone, True)
+
+
+@pytest.mark.parametrize(("address", "message"), [
+    ("ipmi://[::1", "spec.bmc.address: Invalid value: 'ipmi://[::1': not a URL"),
+    ("wsman://10.0.0.1", "spec.bmc.address: Unsupported value: 'wsman'"),
+])
+def test_a_bmc_address_that_cannot_be_read_is_a_registration_error_until_the_spec_changes(store, address, message):
+    ironic = ScriptedIronic()
+    ref = host(store, bmc={"address": address, "credentialsName": "bmc"})
+    first = bmh.reconcile_host(store, ironic, ref)
+    assert first.requeue_after is None  # recorded, not retried: the same address cannot work next time
+    status = store.get(ref)["status"]
+    assert status["errorType"] == "registration error" and status["operationalStatus"] == "error"
+    assert status["errorMessage"].startswith(message)
+    again = bmh.reconcile_host(store, ironic, ref)
+    assert again.requeue_after is None and not again.changed and store.get(ref)["status"]["errorCount"] == 1
+    assert ironic.nodes == {}
+    store.patch(ref, {"spec": {"bmc": {"address": "fake://x"}}})
+    last = settle(store, ironic, ref)
+    assert last.state == "available" and not last.error

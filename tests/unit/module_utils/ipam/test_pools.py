@@ -118,3 +118,91 @@ def test_updates_upstream_refuses(change, message):
 def test_growing_a_pool_is_fine():
     old = pool({"start": "10.0.0.1", "end": "10.0.0.9"}, prefix=24)
     check_update(old, pool({"start": "10.0.0.1", "end": "10.0.0.90"}, prefix=24), ["10.0.0.5"])
+
+
+# Wrong types: the CRD schema's message, before any code reads the value (they raised TypeError and the like)
+WRONG_TYPES = [
+    ({"namePrefix": "p", "prefix": "abc", "pools": [{"start": "10.0.0.1", "end": "10.0.0.9"}]},
+     "spec.prefix: Invalid value: 'abc': must be of type integer"),
+    ({"namePrefix": "p", "pools": "x"}, "spec.pools: Invalid value: 'x': must be of type array"),
+    ({"namePrefix": "p", "pools": [{"subnet": "10.0.0.0/24"}], "preAllocations": [1]},
+     "spec.preAllocations: Invalid value: [1]: must be of type object"),
+    ({"namePrefix": "p", "pools": [5]}, "spec.pools[0]: Invalid value: 5: must be of type object"),
+    ({"namePrefix": "p", "pools": [{"subnet": "10.0.0.0/24", "prefix": "24"}]},
+     "spec.pools[0].prefix: Invalid value: '24': must be of type integer"),
+    ({"namePrefix": "p", "pools": [{"subnet": "10.0.0.0/24"}], "dnsServers": "10.0.0.53"},
+     "spec.dnsServers: Invalid value: '10.0.0.53': must be of type array"),
+    ({"namePrefix": 5}, "spec.namePrefix: Invalid value: 5: must be of type string"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), WRONG_TYPES)
+def test_wrong_types_are_field_errors(spec, message):
+    with pytest.raises(Invalid) as raised:
+        parse_pool({"metadata": {"name": "p"}, "spec": spec})
+    assert str(raised.value) == f'IPPool.ipam.metal3.io "p" is invalid: {message}'
+
+
+# What upstream's webhook lets through and then fails (a name no IPAddress can have, an unusable gateway)
+SILENTLY_ACCEPTED = [
+    (pool({"subnet": "10.0.0.0/24"}, namePrefix="Pool_A"),
+     r"spec\.namePrefix: Invalid value: 'Pool_A': makes IPAddress names such as 'Pool_A-255-255-255-255', "
+     r"which are not object names"),
+    (pool({"subnet": "10.0.0.0/24"}, namePrefix="pool."), r"spec\.namePrefix: Invalid value: 'pool\.'"),
+    (pool({"subnet": "10.0.0.0/24"}, namePrefix="p" * 238),
+     r"spec\.namePrefix: Invalid value: 'p+': too long: the IPAddress name of 255\.255\.255\.255 would have 254 "
+     r"characters, more than 253"),
+    (pool({"subnet": "2001:db8::/64"}, namePrefix="p" * 214), r"spec\.namePrefix: .* too long: .* would have 254"),
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, prefix=24, gateway="10.9.9.1"),
+     r"spec\.gateway: Invalid value: '10\.9\.9\.1': outside 10\.0\.0\.0/24, the network of spec\.pools\[0\], "
+     r"which sets no gateway of its own"),
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "gateway": "10.0.1.1"}, prefix=24),
+     r"spec\.pools\[0\]\.gateway: Invalid value: '10\.0\.1\.1': outside 10\.0\.0\.0/24, the network of "
+     r"spec\.pools\[0\]$"),
+    # the pool's gateway is on the first entry's network, not on the second's
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, {"start": "10.0.1.10", "end": "10.0.1.20"}, prefix=24,
+          gateway="10.0.0.1"), r"spec\.gateway: .* outside 10\.0\.1\.0/24, the network of spec\.pools\[1\]"),
+    (pool({"subnet": "2001:db8::/64", "gateway": "2001:db9::1"}),
+     r"spec\.pools\[0\]\.gateway: .* outside 2001:db8::/64"),
+    (pool({"start": "10.0.0.10", "end": "10.0.1.20"}, prefix=24),
+     r"spec\.pools\[0\]\.end: Invalid value: '10\.0\.1\.20': outside 10\.0\.0\.0/24, the network spec\.prefix 24 "
+     r"defines around 10\.0\.0\.10"),
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "prefix": 29}),
+     r"spec\.pools\[0\]\.end: .* outside 10\.0\.0\.8/29, the network spec\.pools\[0\]\.prefix 29"),
+    (pool({"subnet": "10.0.0.0/16"}, prefix=24),
+     r"spec\.pools\[0\]\.subnet: Invalid value: '10\.0\.255\.254': outside 10\.0\.0\.0/24"),
+]
+
+
+@pytest.mark.parametrize(("obj", "message"), SILENTLY_ACCEPTED)
+def test_pools_that_cannot_work_are_refused_naming_the_field(obj, message):
+    with pytest.raises(Invalid, match=message):
+        parse_pool(obj)
+
+
+ACCEPTED = [
+    pool({"start": "10.255.160.10", "end": "10.255.160.20"}, prefix=16, gateway="10.255.0.1"),  # the seed's pool
+    pool({"subnet": "2001:db8::/64", "gateway": "fe80::1"}),  # IPv6 link-local gateways are on every link
+    pool({"start": "10.0.5.1", "end": "10.0.5.1"}, prefix=32, gateway="10.0.0.1"),  # host routes: always off-net
+    pool({"subnet": "10.0.0.0/24"}, namePrefix="p-"),  # 'p--10-0-0-1' is a name
+    pool({"subnet": "2001:db8::/64"}, namePrefix="p" * 213),  # 253 characters with the longest IPv6 address
+    pool({"start": "::1", "end": "::5"}, prefix=64),
+]
+
+
+@pytest.mark.parametrize("obj", ACCEPTED)
+def test_pools_that_work_are_accepted(obj):
+    parse_pool(obj)
+
+
+def test_a_bad_name_prefix_is_refused_on_an_ipv6_pool_that_an_ipv4_one_would_fit():
+    with pytest.raises(Invalid, match=r"spec\.namePrefix"):
+        parse_pool(pool({"subnet": "10.0.0.0/24"}, {"subnet": "2001:db8::/64"}, namePrefix="p" * 214))
+    parse_pool(pool({"subnet": "10.0.0.0/24"}, namePrefix="p" * 214))
+
+
+def test_an_update_of_the_wrong_type_is_a_field_error():
+    old = pool({"start": "10.0.0.1", "end": "10.0.0.9"}, prefix=24)
+    with pytest.raises(Invalid, match=r"^IPPool\.ipam\.metal3\.io \"p\" is invalid: spec: Invalid value: 'x': must "
+                                      r"be of type object$"):
+        check_update(old, {**old, "spec": "x"}, [])

@@ -55,6 +55,10 @@ def test_certificate_verification_can_be_disabled():
     ("redfish+ftp://10.0.0.1", r"Unsupported value: 'redfish\+ftp'"),
     ("ipmi://10.0.0.1:notaport", r"not a valid port"),
     ("redfish://", r"no host"),
+    ("ipmi://[::1", r"spec\.bmc\.address: Invalid value: 'ipmi://\[::1': not a URL"),
+    ("[::1", r"spec\.bmc\.address: Invalid value: '\[::1': not a URL"),
+    ("ipmi://bmc 1", r"spec\.bmc\.address: Invalid value: .* must not contain spaces"),
+    (5, r"spec\.bmc\.address: Invalid value: 5: must be of type string"),
 ])
 def test_bad_addresses_are_refused_naming_the_field(address, message):
     with pytest.raises(Invalid, match=message):
