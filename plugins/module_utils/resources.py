@@ -12,6 +12,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
     Object,
     Ref,
+    check_name,
+    check_namespace,
     fold_string_data,
     hide_secret_data,
     merge_patch,
@@ -28,15 +30,73 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
 
 
+# How many nodes a document may have once its aliases are expanded. Aliases are shared, not copied, when YAML is
+# loaded, but whatever serialises the result expands them: nine nested aliases of nine make 9**9 nodes, gigabytes
+# (the "billion laughs"). A 1.5 MiB object, the most a store keeps, has far fewer nodes than this.
+MAX_EXPANDED_NODES = 200_000
+MAX_DEPTH = 100  # far deeper than any schema here; deeper input only exhausts the recursion of what reads it
+
+
+def expanded_nodes(value: Any, limit: int = MAX_EXPANDED_NODES) -> int:
+    """How many nodes ``value`` (a YAML node graph, or loaded data) has once its shared parts are expanded,
+    counted without expanding them; BadRequest past ``limit``."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        children = node.value if isinstance(node, yaml.Node) else node
+        if isinstance(children, dict):
+            children = [item for pair in children.items() for item in pair]
+        elif not isinstance(children, (list, tuple)):
+            return 1
+        if depth > MAX_DEPTH:
+            raise BadRequest(f"values nested more than {MAX_DEPTH} levels deep")
+        key = id(node)
+        if key not in sizes:
+            sizes[key] = 0  # a node reached again while being sized is a cycle: counted once
+            total = 1
+            for child in children:
+                total += sum(size(c, depth + 1) for c in child) if isinstance(child, tuple) else size(child, depth + 1)
+                if total > limit:
+                    raise BadRequest(f"more than {limit} nodes once its YAML aliases are expanded")
+            sizes[key] = total
+        return sizes[key]
+
+    return size(value, 0)
+
+
+def _load_documents(text: str, where: str) -> list[Any]:
+    """Each document of ``text``, refused before it is built when its aliases expand past the bound."""
+    loader = yaml.SafeLoader(text)
+    try:
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            try:
+                expanded_nodes(node)
+            except BadRequest as e:
+                raise BadRequest(f"{where}: document {len(documents) + 1} has {e}") from None
+            documents.append(loader.construct_document(node))
+        return documents
+    except RecursionError:  # the parser itself recurses per level of nesting
+        raise BadRequest(f"{where}: values nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
 def parse_yaml(text: str, where: str, all_documents: bool = False) -> Any:
     """YAML (or JSON) text; BadRequest naming ``where`` and the line when malformed."""
     try:
-        return list(yaml.safe_load_all(text)) if all_documents else yaml.safe_load(text)
+        documents = _load_documents(text, where)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise BadRequest(f"{where}: malformed YAML{line}: {problem}") from None
+    if all_documents:
+        return documents
+    if len(documents) > 1:
+        raise BadRequest(f"{where}: expected one YAML document, found {len(documents)}")
+    return documents[0] if documents else None
 
 
 def dump_yaml(value: Any) -> str:
@@ -57,7 +117,8 @@ def flatten(documents: Iterable[Any], where: str) -> list[Object]:
             continue
         if not isinstance(document, dict):
             raise BadRequest(f"{where}: document {index + 1} is a {type(document).__name__}, not a mapping")
-        if document.get("kind") == "List" or (document.get("kind", "").endswith("List") and "items" in document):
+        kind = document.get("kind")  # not checked yet: require_identity names a kind that is no string
+        if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in document):
             objects.extend(flatten(document.get("items") or [], where))
         else:
             objects.append(document)
@@ -74,10 +135,12 @@ def load_definitions(definition: Any = None, src: str | None = None) -> list[Obj
             raise BadRequest(f"src: cannot read {src}: {e.strerror}") from None
     if isinstance(definition, str):
         return parse_manifests(definition, "definition")
-    if isinstance(definition, dict):
-        return flatten([definition], "definition")
-    if isinstance(definition, list):
-        return flatten(definition, "definition")
+    if isinstance(definition, (dict, list)):
+        try:  # already loaded (by Ansible, from the playbook), with its aliases shared
+            expanded_nodes(definition)
+        except BadRequest as e:
+            raise BadRequest(f"definition: {e}") from None
+        return flatten([definition] if isinstance(definition, dict) else definition, "definition")
     return []
 
 
@@ -96,6 +159,9 @@ def complete(obj: Object, api_version: str | None, kind: str | None, name: str |
         if not metadata.get("namespace"):
             metadata["namespace"] = namespace or "default"
     require_identity(obj, where)
+    # Named as the manifest's fields before the store builds a request from them.
+    check_name(obj["metadata"]["name"], "metadata.name", obj["kind"], obj["apiVersion"])
+    check_namespace(obj["metadata"]["namespace"], "metadata.namespace")
     return obj
 
 

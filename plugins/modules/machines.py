@@ -42,7 +42,7 @@ options:
     type: str
     required: true
   replicas:
-    description: How many machines.
+    description: How many machines; 0 or more.
     type: int
     required: true
   control_plane:
@@ -84,14 +84,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
     MachineSet,
     ensure_machines,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
-    if params["replicas"] < 0:
-        raise Invalid(f"replicas: must be 0 or more, not {params['replicas']}")
     machine_set = MachineSet(params["name"], params["namespace"], params["cluster"], params["template"],
                              params["replicas"], params["control_plane"], params["bootstrap_secret"])
     with open_store(store_options(params)) as store:
@@ -115,6 +112,7 @@ SPEC = ModuleSpec(
         "bootstrap_secret": {"type": "str", "no_log": False},  # the name of a Secret, not a secret
     }),
     run=run,
+    minimums={"replicas": 0},
 )
 
 

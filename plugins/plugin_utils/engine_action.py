@@ -24,14 +24,18 @@ class EngineAction(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        validator = ArgumentSpecValidator(self.spec.argument_spec, **self.spec.validation_kwargs())
-        validation = validator.validate(self._task.args)
-        if validation.error_messages:
-            result.update(failed=True, msg="; ".join(validation.error_messages))
-            return result
-        params = validation.validated_parameters
-        result.update(execute(self.spec, params, bool(self._task.check_mode)))
+        result.update(run_spec(self.spec, self._task.args, bool(self._task.check_mode)))
         if not self._task.diff:
             result.pop("diff", None)
-        # Hide what the argument spec marks no_log (api_key), as AnsibleModule would.
-        return remove_values(result, validation._no_log_values)
+        return result
+
+
+def run_spec(spec: ModuleSpec, arguments: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """A task's arguments checked against the module's spec, then the engine run: what the task returns."""
+    validator = ArgumentSpecValidator(spec.argument_spec, **spec.validation_kwargs())
+    validation = validator.validate(arguments)
+    if validation.error_messages:
+        return {"failed": True, "msg": "; ".join(validation.error_messages)}
+    result = execute(spec, validation.validated_parameters, check_mode)
+    # Hide what the argument spec marks no_log (api_key), as AnsibleModule would.
+    return remove_values(result, validation._no_log_values)

@@ -253,9 +253,13 @@ CRDS = json.loads(r'''
           "dataTemplate": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -265,9 +269,13 @@ CRDS = json.loads(r'''
            "additionalProperties": {
             "properties": {
              "name": {
+              "maxLength": 253,
+              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
               "type": "string"
              },
              "namespace": {
+              "maxLength": 63,
+              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
               "type": "string"
              }
             },
@@ -346,9 +354,13 @@ CRDS = json.loads(r'''
           "metaData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -357,9 +369,13 @@ CRDS = json.loads(r'''
           "networkData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -371,9 +387,13 @@ CRDS = json.loads(r'''
           "userData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -552,9 +572,13 @@ CRDS = json.loads(r'''
              "dataTemplate": {
               "properties": {
                "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                 "type": "string"
                },
                "namespace": {
+                "maxLength": 63,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                 "type": "string"
                }
               },
@@ -601,9 +625,13 @@ CRDS = json.loads(r'''
               "dataTemplate": {
                "properties": {
                 "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                  "type": "string"
                 },
                 "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                  "type": "string"
                 }
                },
@@ -613,9 +641,13 @@ CRDS = json.loads(r'''
                "additionalProperties": {
                 "properties": {
                  "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                   "type": "string"
                  },
                  "namespace": {
+                  "maxLength": 63,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                   "type": "string"
                  }
                 },
@@ -694,9 +726,13 @@ CRDS = json.loads(r'''
               "metaData": {
                "properties": {
                 "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                  "type": "string"
                 },
                 "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                  "type": "string"
                 }
                },
@@ -705,9 +741,13 @@ CRDS = json.loads(r'''
               "networkData": {
                "properties": {
                 "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                  "type": "string"
                 },
                 "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                  "type": "string"
                 }
                },
@@ -719,9 +759,13 @@ CRDS = json.loads(r'''
               "userData": {
                "properties": {
                 "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
                  "type": "string"
                 },
                 "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                  "type": "string"
                 }
                },
@@ -789,6 +833,8 @@ CRDS = json.loads(r'''
         "spec": {
          "properties": {
           "clusterName": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
            "type": "string"
           },
           "metaData": {
@@ -887,9 +933,13 @@ CRDS = json.loads(r'''
           "template": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1007,9 +1057,13 @@ CRDS = json.loads(r'''
           "claim": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1022,9 +1076,13 @@ CRDS = json.loads(r'''
           "metaData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1033,9 +1091,13 @@ CRDS = json.loads(r'''
           "networkData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1044,9 +1106,13 @@ CRDS = json.loads(r'''
           "template": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1188,6 +1254,8 @@ CRDS = json.loads(r'''
            "type": "string"
           },
           "clusterName": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
            "type": "string"
           },
           "dnsServers": {
@@ -1393,9 +1461,13 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             },
             "resourceVersion": {
@@ -1424,9 +1496,13 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             },
             "resourceVersion": {
@@ -1565,9 +1641,13 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             },
             "resourceVersion": {
@@ -1600,9 +1680,13 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             },
             "resourceVersion": {
@@ -1726,6 +1810,8 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "credentialsName": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "disableCertificateVerification": {
@@ -1762,9 +1848,13 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             },
             "resourceVersion": {
@@ -1824,6 +1914,8 @@ CRDS = json.loads(r'''
              "type": "string"
             },
             "ociAuthSecretName": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "url": {
@@ -1846,9 +1938,13 @@ CRDS = json.loads(r'''
           "metaData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1857,9 +1953,13 @@ CRDS = json.loads(r'''
           "networkData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },
@@ -1869,6 +1969,8 @@ CRDS = json.loads(r'''
            "type": "boolean"
           },
           "preprovisioningNetworkDataName": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
            "type": "string"
           },
           "rootDeviceHints": {
@@ -1935,9 +2037,13 @@ CRDS = json.loads(r'''
           "userData": {
            "properties": {
             "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
              "type": "string"
             },
             "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
              "type": "string"
             }
            },

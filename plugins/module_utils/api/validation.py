@@ -17,6 +17,11 @@ from typing import Any, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    PATH_SEGMENT_NAMED,
+    dns_label_problem,
+    name_problem,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import (
     validate_label_key,
     validate_labels,
@@ -31,8 +36,6 @@ except ImportError as e:  # pragma: no cover - reported by the modules through m
     HAS_JSONSCHEMA = False
     JSONSCHEMA_IMPORT_ERROR = e
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
 
@@ -109,19 +112,12 @@ def _describe(error: Any) -> tuple[str, str]:
 def _validate_metadata(info: KindInfo, obj: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     metadata = obj.get("metadata") or {}
-    name = metadata.get("name", "")
-    if not isinstance(name, str) or not name:
-        problems.append("metadata.name: Required value: name is required")
-    elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        problems.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist "
-                        "of lower case alphanumeric characters, '-' or '.', and must start and end with an "
-                        "alphanumeric character")
+    problem = name_problem(metadata.get("name", ""), (info.group, info.kind) in PATH_SEGMENT_NAMED)
+    if problem:
+        problems.append(f"metadata.name: {problem}")
     namespace = metadata.get("namespace")
-    if namespace is not None and (not isinstance(namespace, str) or len(namespace) > 63
-                                  or not _DNS_LABEL.match(namespace)):
-        problems.append(f"metadata.namespace: Invalid value: {namespace!r}: a lowercase RFC 1123 label must "
-                        "consist of lower case alphanumeric characters or '-', and must start and end with an "
-                        "alphanumeric character")
+    if namespace is not None and dns_label_problem(namespace):
+        problems.append(f"metadata.namespace: {dns_label_problem(namespace)}")
     for field, check in (("labels", validate_labels), ("annotations", _validate_annotations)):
         value = metadata.get(field)
         if value is None:

@@ -36,7 +36,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims impor
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import dump_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, controlled_by
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
@@ -141,11 +141,12 @@ def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataStep:
     rendered = (claim.get("status") or {}).get("renderedData")
     if rendered:
         data_ref = Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace)
-        with contextlib.suppress(NotFound):
-            store.delete(data_ref, dry_run=dry_run)
-        step = reconcile_data(store, data_ref, dry_run)
-        if step.obj is not None:
-            return DataStep(claim, False, WAIT, f"releasing {data_ref}", True)
+        if controlled_by(store.get_if_exists(data_ref), claim):  # status names it; only the claim's own goes
+            with contextlib.suppress(NotFound):
+                store.delete(data_ref, dry_run=dry_run)
+            step = reconcile_data(store, data_ref, dry_run)
+            if step.obj is not None:
+                return DataStep(claim, False, WAIT, f"releasing {data_ref}", True)
     remove_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
     return DataStep(None, message="released", changed=True)
 
@@ -170,7 +171,12 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
         return DataStep(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
     m3m_name = objects["metal3machine"]["metadata"]["name"]
     names = {"metaData": f"{m3m_name}-metadata", "networkData": f"{m3m_name}-networkdata"}
-    existing = {key: _secret(store, namespace, name) for key, name in names.items()}
+    existing = {key: store.get_if_exists(Ref("v1", "Secret", name, namespace)) for key, name in names.items()}
+    foreign = [name for key, name in names.items()
+               if existing[key] is not None and not controlled_by(existing[key], data)]
+    if foreign:  # someone else's Secret under the name the data renders to: never overwritten nor read back
+        return _data_status(store, data, False, f"Secret {namespace}/{foreign[0]} exists and was not rendered by "
+                                                f"this Metal3Data; it is left alone", dry_run)
     try:
         spec = template_spec(store, data["spec"]["template"].get("namespace") or namespace,
                              data["spec"]["template"]["name"])
@@ -226,11 +232,6 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
     return objects
 
 
-def _secret(store: Store, namespace: str, name: str) -> dict[str, str] | None:
-    secret = store.get_if_exists(Ref("v1", "Secret", name, namespace))
-    return secret_values(secret) if secret is not None else None
-
-
 def _address(store: Store, data: Object, pool: str, dry_run: bool) -> dict[str, Any] | None:
     """The address of IPClaim ``<data>-<pool>``, made when missing; None while the pool has none yet."""
     namespace = data["metadata"]["namespace"]
@@ -259,10 +260,11 @@ def _delete_data(store: Store, data: Object, dry_run: bool) -> DataStep:
     for claim in store.list(IPAM_API, "IPClaim", namespace, f"{DATA_NAME_LABEL}={data['metadata']['name']}"):
         claim_absent(store, Ref.of(claim), dry_run)
     for key in ("metaData", "networkData"):
-        secret = (data["spec"].get(key) or {}).get("name")
-        if secret:
+        name = (data["spec"].get(key) or {}).get("name")
+        secret = store.get_if_exists(Ref("v1", "Secret", name, namespace)) if name else None
+        if controlled_by(secret, data):  # the spec names it; only a Secret this data rendered is deleted
             with contextlib.suppress(NotFound):
-                store.delete(Ref("v1", "Secret", secret, namespace), dry_run=dry_run)
+                store.delete(Ref.of(secret), dry_run=dry_run)
     try:
         remove_finalizer(store, Ref.of(data), DATA_FINALIZER, dry_run)
     except Conflict:

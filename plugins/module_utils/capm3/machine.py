@@ -34,7 +34,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataStep,
     reconcile_data_claim,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
@@ -52,7 +52,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim impor
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    Object,
+    Ref,
+    controlled_by,
+    secret_values,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
@@ -242,6 +247,9 @@ class _Flow:
         """The Metal3DataClaim named after the Metal3Machine; once made, its template never changes."""
         existing = self.store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace))
         if existing is not None:
+            if not controlled_by(existing, self.m3m):
+                raise Invalid(f"Metal3DataClaim {self.ref.namespace}/{self.ref.name} exists and was not made by "
+                              "this Metal3Machine; it is left alone")
             return existing
         labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
         claim = {"apiVersion": INFRA_API, "kind": "Metal3DataClaim",
@@ -350,11 +358,11 @@ class _Flow:
                 if waiting:
                     return self.step("deprovisioning", WAIT, waiting)
         claim_ref = Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace)
-        if self.store.get_if_exists(claim_ref) is not None:
+        if controlled_by(self.store.get_if_exists(claim_ref), self.m3m):  # never a claim someone else made
             self.store.delete(claim_ref, dry_run=self.dry_run)
-        claim = reconcile_data_claim(self.store, claim_ref, self.dry_run)
-        if claim.obj is not None:
-            return self.step("deleting", WAIT, "releasing the rendered data")
+            claim = reconcile_data_claim(self.store, claim_ref, self.dry_run)
+            if claim.obj is not None:
+                return self.step("deleting", WAIT, "releasing the rendered data")
         remove_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
         return MachineStep(None, "deleted", message="deleted", changed=True)
 

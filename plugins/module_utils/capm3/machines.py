@@ -34,7 +34,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    Object,
+    Ref,
+    check_name,
+    check_namespace,
+    dns_label_problem,
+)
 
 SET_LABEL = "metal3.baremetal/machine-set"  # which set (control plane, deployment) a Machine belongs to
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
@@ -52,6 +58,17 @@ class MachineSet:
     replicas: int
     control_plane: bool = False
     bootstrap_secret: str | None = None
+
+    def __post_init__(self) -> None:
+        """Invalid naming the first option that cannot name what it names, before anything is read or written."""
+        check_namespace(self.namespace, "namespace")
+        # The set's name is its Machines' label value and the prefix of their names (<name>-<index>).
+        if dns_label_problem(self.name):
+            raise Invalid(f"name: {dns_label_problem(self.name)}")
+        for field, value in (("cluster", self.cluster), ("template", self.template),
+                             ("bootstrap_secret", self.bootstrap_secret)):
+            if value is not None:
+                check_name(value, field)
 
 
 def spread(domains: list[str], taken: list[str]) -> str | None:

@@ -33,7 +33,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    Object,
+    Ref,
+    check_name,
+    now,
+    secret_values,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
@@ -315,9 +321,17 @@ class _Reconcile:
         return (self.spec.get("inspectionMode") == "disabled"
                 or self.annotations.get(INSPECT_ANNOTATION) == "disabled")
 
+    def _secret_ref(self, name: str, field: str) -> Ref:
+        """The Secret a spec field names, in the host's namespace; a name that is no object name is refused
+        here, naming the field, before it reaches the store (it would build a request path)."""
+        try:
+            return Ref("v1", "Secret", check_name(name, field), self.ref.namespace)
+        except Invalid as e:
+            raise HostFailure(self._error_type(), str(e), retry=False) from None
+
     def _secret(self, name: str, field: str) -> dict[str, str]:
         try:
-            return secret_values(self.store.get(Ref("v1", "Secret", name, self.ref.namespace)))
+            return secret_values(self.store.get(self._secret_ref(name, f"{field}.name")))
         except NotFound:
             raise HostFailure(self._error_type(), f"{field}: secret {self.ref.namespace}/{name} not found") from None
 
@@ -327,7 +341,7 @@ class _Reconcile:
         name = bmc.get("credentialsName")
         if not name:
             raise HostFailure(REGISTRATION_ERROR, "spec.bmc.credentialsName: Required value")
-        secret_ref = Ref("v1", "Secret", name, self.ref.namespace)
+        secret_ref = self._secret_ref(name, "spec.bmc.credentialsName")
         try:
             secret = self.store.get(secret_ref)
         except NotFound:
@@ -341,8 +355,8 @@ class _Reconcile:
         try:
             driver = driver_for(bmc.get("address", ""), values["username"], values["password"],
                                 bool(bmc.get("disableCertificateVerification")))
-        except Invalid as e:
-            raise HostFailure(REGISTRATION_ERROR, str(e)) from None
+        except Invalid as e:  # a BMC address that cannot be read stays so until the spec changes: no retries
+            raise HostFailure(REGISTRATION_ERROR, str(e), retry=False) from None
         credentials = {"credentials": {"name": name, "namespace": self.ref.namespace},
                        "credentialsVersion": str(secret["metadata"].get("resourceVersion", ""))}
         return driver, credentials

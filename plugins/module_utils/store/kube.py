@@ -28,7 +28,15 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store import selector as sel
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, require_identity
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+    MAX_OBJECT_BYTES,
+    Object,
+    Ref,
+    check_namespace,
+    check_ref,
+    check_size,
+    require_identity,
+)
 
 try:
     import urllib3
@@ -70,10 +78,23 @@ def _configuration(kubeconfig: str | dict | None, context: str | None, host: str
     except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
         where = kubeconfig if isinstance(kubeconfig, str) else "the default kubeconfig"
         raise Unavailable(f"cannot load the Kubernetes configuration from {where}: {e}") from None
-    if host:
-        configuration.host = host
-    if api_key:
-        configuration.api_key = {"authorization": f"Bearer {api_key}"}
+
+    def override(conf: Any) -> None:
+        if host:
+            conf.host = host
+        if api_key:
+            conf.api_key = {"BearerToken": f"Bearer {api_key}"}
+
+    override(configuration)
+    refresh = configuration.refresh_api_key_hook
+    if refresh is not None and (host or api_key):
+        # A kubeconfig's token is refreshed before each request, and the refresh writes its cluster's host and
+        # token back: the options given on the task must still win, as in kubernetes.core.
+        def refresh_then_override(conf: Any) -> None:
+            refresh(conf)
+            override(conf)
+
+        configuration.refresh_api_key_hook = refresh_then_override
     if validate_certs is not None:
         configuration.verify_ssl = validate_certs
     if ca_cert:
@@ -148,6 +169,7 @@ class KubernetesStore(Store):
         return {"dry_run": "All"} if dry_run else {}
 
     def get(self, ref: Ref) -> Object:
+        check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.get(name=ref.name, namespace=ref.namespace,
                                                _request_timeout=REQUEST_TIMEOUT).to_dict())
@@ -155,6 +177,8 @@ class KubernetesStore(Store):
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
         selector = str(sel.parse_selector(label_selector)) or None
+        if namespace is not None:
+            check_namespace(namespace, f"{kind} namespace")
         resource = self._resource(api_version, kind)
         result = self._call(lambda: resource.get(namespace=namespace, label_selector=selector,
                                                  _request_timeout=REQUEST_TIMEOUT).to_dict())
@@ -165,14 +189,16 @@ class KubernetesStore(Store):
 
     def create(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = Ref.of(obj)
+        ref = check_ref(Ref.of(obj))
+        check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.create(body=obj, namespace=ref.namespace, query_params=list(STRICT),
                                                   _request_timeout=REQUEST_TIMEOUT, **self._dry(dry_run)).to_dict())
 
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = Ref.of(obj)
+        ref = check_ref(Ref.of(obj))
+        check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.replace(body=obj, name=ref.name, namespace=ref.namespace,
                                                    query_params=list(STRICT), _request_timeout=REQUEST_TIMEOUT,
@@ -180,7 +206,8 @@ class KubernetesStore(Store):
 
     def update_status(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = Ref.of(obj)
+        ref = check_ref(Ref.of(obj))
+        check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.status.replace(body=obj, name=ref.name, namespace=ref.namespace,
                                                           query_params=list(STRICT),
@@ -188,10 +215,12 @@ class KubernetesStore(Store):
                                                           **self._dry(dry_run)).to_dict())
 
     def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
         return self._patch(resource, ref, patch, dry_run)
 
     def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
         return self._patch(resource.status, ref, patch, dry_run)
 
@@ -204,6 +233,7 @@ class KubernetesStore(Store):
                                                  **self._dry(dry_run)).to_dict())
 
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
+        check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
         result = self._call(lambda: resource.delete(name=ref.name, namespace=ref.namespace,
                                                     propagation_policy="Background",
@@ -237,6 +267,8 @@ def _api_error(e: Any) -> StoreError:
         return Invalid(message)
     if status == 400:
         return BadRequest(message)
+    if status == 413 or "request is too large" in message:  # kube-apiserver's body limit, or etcd's
+        return BadRequest(f"Request entity too large: {message} (objects are limited to {MAX_OBJECT_BYTES} bytes)")
     if status in (401, 403):
         return Forbidden(message)
     return Unavailable(f"the Kubernetes API answered {status}: {message}")

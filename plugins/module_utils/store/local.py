@@ -9,6 +9,7 @@ gives the same Conflict semantics as kube-apiserver.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -34,6 +35,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
     Object,
     Ref,
+    check_namespace,
+    check_ref,
+    check_size,
     fold_string_data,
     merge_patch,
     now,
@@ -107,7 +111,7 @@ class LocalStore(Store):
         except OSError as e:
             raise Unavailable(f"cannot open the local store {self.path}: {e.strerror or e}") from None
         except sqlite3.Error as e:
-            raise Unavailable(f"cannot open the local store {self.path}: {e}") from None
+            raise self._unavailable(e) from None
 
     def close(self) -> None:
         self._db.close()
@@ -138,6 +142,10 @@ class LocalStore(Store):
         self._begin()
         try:
             yield self._db
+        except sqlite3.DatabaseError as e:  # a corrupted file, found by a statement
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise self._unavailable(e) from None
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -145,6 +153,16 @@ class LocalStore(Store):
             self._db.execute("ROLLBACK" if dry_run else "COMMIT")
         except sqlite3.Error as e:
             raise Unavailable(f"cannot write the local store {self.path}: {e}") from None
+
+    def _unavailable(self, e: sqlite3.Error) -> Unavailable:
+        return Unavailable(f"cannot open the local store {self.path}: {e}")
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as e:  # a corrupted file: the same message whichever page is hit first
+            raise self._unavailable(e) from None
 
     def _next_revision(self) -> str:
         (value,) = self._db.execute("UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value").fetchone()
@@ -210,13 +228,17 @@ class LocalStore(Store):
     # -- reads ----------------------------------------------------------------------------------
 
     def get(self, ref: Ref) -> Object:
+        check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
-        return self._with_version(self._load(info, ref)[1], ref.api_version)
+        with self._reading():
+            return self._with_version(self._load(info, ref)[1], ref.api_version)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
         info = lookup(api_version, kind)
         selector = sel.parse_selector(label_selector)
+        if namespace is not None:
+            check_namespace(namespace, f"{kind} namespace")
         # An equality requirement drives the query from the label index (CROSS JOIN fixes the order), so a
         # lookup by label costs the same however many objects of the kind there are.
         driver = next((r for r in selector.requirements if r.operator in (sel.EQUALS, sel.IN)), None)
@@ -238,7 +260,8 @@ class LocalStore(Store):
                 query += " AND " + clause
                 args.extend(clause_args)
         query += " ORDER BY o.namespace, o.name"
-        objects = (json.loads(body) for (body,) in self._db.execute(query, args))
+        with self._reading():
+            objects = [json.loads(body) for (body,) in self._db.execute(query, args)]
         return [self._with_version(o, api_version) for o in objects if selector.matches(o["metadata"].get("labels"))]
 
     @staticmethod
@@ -263,6 +286,7 @@ class LocalStore(Store):
         if info.status_subresource:
             obj.pop("status", None)
         fold_string_data(obj)
+        check_size(obj)
         with self._transaction(dry_run):
             if self._row(info, metadata["namespace"], metadata["name"]) is not None:
                 raise AlreadyExists(f'{info.resource} "{metadata["name"]}" already exists')
@@ -274,7 +298,7 @@ class LocalStore(Store):
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
         info = lookup(obj["apiVersion"], obj["kind"])
-        ref = Ref.of(obj)
+        ref = check_ref(Ref.of(obj))
         if info.group and not (obj["metadata"].get("resourceVersion")):
             # kube-apiserver refuses unconditional updates of custom resources.
             raise Invalid(f'{info.qualified_kind} "{ref.name}" is invalid: metadata.resourceVersion: '
@@ -287,7 +311,7 @@ class LocalStore(Store):
         require_identity(obj)
         info = lookup(obj["apiVersion"], obj["kind"])
         with self._transaction(dry_run):
-            row_id, current = self._load(info, Ref.of(obj))
+            row_id, current = self._load(info, check_ref(Ref.of(obj)))
             return self._replace(info, row_id, current, obj, status_only=True)
 
     def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
@@ -299,6 +323,7 @@ class LocalStore(Store):
     def _patch(self, ref: Ref, patch: Object, dry_run: bool, status_only: bool) -> Object:
         if not isinstance(patch, dict):
             raise BadRequest(f"a merge patch must be a mapping, not {type(patch).__name__}")
+        check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
         with self._transaction(dry_run):
             row_id, current = self._load(info, ref)
@@ -337,6 +362,7 @@ class LocalStore(Store):
         new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
         validate(info, new)
         fold_string_data(new)
+        check_size(new)
         if current["metadata"].get("deletionTimestamp"):
             added = set(metadata.get("finalizers") or []) - set(current["metadata"].get("finalizers") or [])
             if added:
@@ -355,6 +381,7 @@ class LocalStore(Store):
         return new
 
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
+        check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
         with self._transaction(dry_run):
             row_id, current = self._load(info, ref)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import base64
 import copy
 import datetime
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
 
 Object = dict[str, Any]
 
@@ -36,6 +38,64 @@ class Ref:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character")
+LABEL_RULE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+              "start and end with an alphanumeric character")
+# Kinds whose names kube-apiserver only requires to be a valid path segment (RBAC's "system:..." names).
+PATH_SEGMENT_NAMED = {("rbac.authorization.k8s.io", kind)
+                      for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")}
+
+
+def name_problem(name: object, path_segment: bool = False) -> str | None:
+    """What is wrong with ``name`` as an object name, or None when it is a valid one."""
+    if not isinstance(name, str) or not name:
+        return "Required value: name is required"
+    if path_segment:
+        if name in (".", "..") or "/" in name or "%" in name:
+            return f"Invalid value: {name!r}: may not be '.' or '..' and may not contain '/' or '%'"
+        return None
+    if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        return f"Invalid value: {name!r}: {SUBDOMAIN_RULE}"
+    return None
+
+
+def dns_label_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as an RFC 1123 label (a namespace name), or None when it is one."""
+    if not isinstance(value, str) or len(value) > 63 or not DNS_LABEL.match(value):
+        return f"Invalid value: {value!r}: {LABEL_RULE}"
+    return None
+
+
+def check_name(name: object, field: str, kind: str = "", api_version: str = "") -> str:
+    """``name`` when it is a valid object name; Invalid naming ``field`` otherwise.
+
+    Every name that reaches a store passes here before any request is built: the Kubernetes client puts names
+    into URL paths, where '../..' would reach another namespace's objects.
+    """
+    problem = name_problem(name, (split_api_version(api_version)[0], kind) in PATH_SEGMENT_NAMED)
+    if problem:
+        raise Invalid(f"{field}: {problem}")
+    return str(name)
+
+
+def check_namespace(namespace: object, field: str) -> str:
+    """``namespace`` when it is a valid namespace name; Invalid naming ``field`` otherwise."""
+    problem = dns_label_problem(namespace)
+    if problem:
+        raise Invalid(f"{field}: {problem}")
+    return str(namespace)
+
+
+def check_ref(ref: Ref) -> Ref:
+    """``ref`` when its name and namespace are valid; Invalid naming the kind otherwise."""
+    check_name(ref.name, f"{ref.kind} name", ref.kind, ref.api_version)
+    check_namespace(ref.namespace, f"{ref.kind} namespace")
+    return ref
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:
@@ -72,6 +132,31 @@ def without_server_fields(obj: Object) -> Object:
 
 def owner_uids(obj: Object) -> list[str]:
     return [ref["uid"] for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("uid")]
+
+
+# etcd's default request limit, which kube-apiserver's writes must fit in: the local store holds objects to it too,
+# so what one backend accepts the other does.
+MAX_OBJECT_BYTES = 1572864
+
+
+def check_size(obj: Object) -> None:
+    """BadRequest when ``obj`` is larger than a Kubernetes API server stores."""
+    size = len(json.dumps(obj, separators=(",", ":")))
+    if size > MAX_OBJECT_BYTES:
+        raise BadRequest(f"{Ref.of(obj)}: Request entity too large: the object is {size} bytes, more than the "
+                         f"{MAX_OBJECT_BYTES} bytes (1.5 MiB) a Kubernetes API server stores")
+
+
+def controlled_by(obj: Object | None, owner: Object) -> bool:
+    """Whether ``owner`` is the controller of ``obj`` (a controller ownerReference with its uid).
+
+    The engine deletes, overwrites or reads back as its own only what it made: an object a spec merely names
+    may be anyone's (a tenant naming another's Secret must not make the engine delete it).
+    """
+    uid = (owner.get("metadata") or {}).get("uid")
+    return bool(obj and uid) and any(
+        ref.get("controller") and ref.get("uid") == uid
+        for ref in ((obj or {}).get("metadata") or {}).get("ownerReferences") or [])
 
 
 def require_identity(obj: Any, where: str = "definition") -> None:

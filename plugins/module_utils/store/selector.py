@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import DNS_SUBDOMAIN
 
 # Operators, as apimachinery's selection.Operator names them.
 EXISTS = "exists"
@@ -27,7 +28,6 @@ LESS_THAN = "lt"
 
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _NAME_RE = re.compile(rf"^{_NAME}$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _TOKEN_RE = re.compile(r"\s*(==|!=|=|!|\(|\)|,|>|<|[^\s=!(),<>]+)")
 
 
@@ -83,7 +83,7 @@ class Selector:
 def validate_label_key(key: str) -> None:
     """Raise BadRequest unless ``key`` is a qualified name, as Kubernetes requires of label keys."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
         raise BadRequest(f"invalid label key {key!r}: prefix part must be a DNS subdomain (RFC 1123)")
     if not name or len(name) > 63 or not _NAME_RE.match(name):
         raise BadRequest(
