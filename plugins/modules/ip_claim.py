@@ -16,6 +16,14 @@ description:
   - The pool is O(pool), or is chosen by labels as the Cluster API ELF static-IP provider chooses it -
     O(ip_pool_name) (and O(ip_pool_namespace)), else O(ip_pool_group) and O(network_name), else the pool
     labelled C(ippool.cluster.x-k8s.io/is-default=true).
+  - A pool of another namespace (O(pool_namespace), O(ip_pool_namespace), or the fallback to a pool of the
+    C(default) namespace when the claim's namespace has none) serves the claim only when the pool's annotation
+    C(ipam.metal3.io/allowed-namespaces) lists the claim's namespace or is C(*)
+    (O(metal3.baremetal.ip_pool#module:allowed_namespaces) sets it). Otherwise the claim is refused - the task
+    fails with a message naming the pool and the namespace, also written to the claim's status
+    (C(errorMessage), C(Ready) false).
+  - A claim holds one IPAddress at most, whatever point a claimer dies at (a crash, a killed job); the next
+    run finds every address the claim owns and keeps one.
   - When no pool matches, the claim is left waiting with a clear message in its status; O(wait_timeout) waits
     for one to appear.
   - With O(state=absent) the claim is deleted and its address released.
@@ -37,7 +45,8 @@ options:
     description: Name of the IPPool to allocate from. Without it, the selection labels choose the pool.
     type: str
   pool_namespace:
-    description: Namespace of O(pool); the claim's namespace when left out.
+    description: Namespace of O(pool); the claim's namespace when left out. A pool of another namespace must
+      list the claim's namespace in its C(ipam.metal3.io/allowed-namespaces) annotation.
     type: str
   ip_pool_name:
     description: The C(cluster.x-k8s.io/ip-pool-name) label of the claim.
@@ -153,12 +162,15 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims impor
     claim_object,
     claim_present,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import parse_ip
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    if params["address"]:  # refused before the claim is written, not after, as the annotation's error
+        parse_ip(params["address"], "address")
     labels = dict(params["labels"])
     labels.update({label: params[option] for option, label in SELECTION_OPTIONS.items() if params[option]})
     with open_store(store_options(params)) as store:
@@ -186,6 +198,7 @@ SPEC = ModuleSpec(
     }),
     run=run,
     mutually_exclusive=[["pool", "ip_pool_name"]],
+    minimums={"wait_timeout": 0},
 )
 
 

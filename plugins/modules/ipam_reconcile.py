@@ -16,7 +16,11 @@ description:
   - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io)) gets its address
     and a C(Ready) condition; deleted, it releases it. Allocation errors (C(Exhausted IP Pools),
     C(Requested IP not available), ...) fail the task with that message, and are in the claim's status too.
-  - An IPPool gets its status rebuilt from its IPAddresses; deleted, it goes once nothing is allocated from it.
+  - An IPPool gets its status rebuilt from its IPAddresses, after releasing the addresses (and finalizers) of
+    its claims that are being deleted and the addresses whose claim no longer exists; deleted, it goes once
+    nothing is allocated from it.
+  - A claim is refused a pool of another namespace unless the pool's C(ipam.metal3.io/allowed-namespaces)
+    annotation lists the claim's namespace (or is C(*)).
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.attributes
@@ -98,7 +102,8 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     with open_store(store_options(params)) as store:
         if kind == "IPPool":
             pool = reconcile_ip_pool(store, ref, check_mode)
-            return {"changed": False, "ready": pool.pool is not None and not pool.removed and not pool.waiting,
+            return {"changed": pool.released > 0,
+                    "ready": pool.pool is not None and not pool.removed and not pool.waiting,
                     "requeue_after": WAITING_REQUEUE if pool.waiting else None, "address": None,
                     "message": pool.waiting or "", "object": pool.pool or {}}
         reconcile = reconcile_ip_claim if kind == "IPClaim" else reconcile_ip_address_claim

@@ -13,6 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import remove_finalizer
 
 
 def make_pool(store, namespace, name="pool", labels=None, **spec):
@@ -245,3 +246,85 @@ def test_one_claim_reconciled_by_many_processes_at_once_holds_one_address(store,
     got = {results.get(timeout=5) for _worker in workers}
     assert got == {"192.168.10.10"}
     assert addresses(store, namespace) == ["192.168.10.10"]
+
+
+# -- claims deleted with no reconcile of their own (issue 12, defect 7) ------------------------------
+
+def test_a_claim_deleted_without_its_own_reconcile_is_released_by_its_pool(store, namespace):
+    make_pool(store, namespace)
+    for name in ("c1", "c2"):
+        claim(store, namespace, name)
+    ref = Ref(IPAM_API, "IPClaim", "c1", namespace)
+    assert store.delete(ref) is not None, "its finalizer should hold it"
+    state = reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace))
+    assert (state.allocations, state.released) == ({"c2": "192.168.10.11"}, 1)
+    with pytest.raises(NotFound):
+        store.get(ref)
+    assert addresses(store, namespace) == ["192.168.10.11"]
+    assert claim(store, namespace, "c3").summary()["address"] == "192.168.10.10"
+
+
+def test_a_pool_deleted_with_its_claims_goes_on_its_own_reconcile(store, namespace):
+    make_pool(store, namespace)
+    claim(store, namespace, "c1")
+    # A claim that never got an address (and its finalizer) is released too.
+    store.create({"apiVersion": IPAM_API, "kind": "IPClaim",
+                  "metadata": {"name": "never-reconciled", "namespace": namespace,
+                               "finalizers": ["ipclaim.ipam.metal3.io"]},
+                  "spec": {"pool": {"name": "pool"}}})
+    pool_ref = Ref(IPAM_API, "IPPool", "pool", namespace)
+    for ref in (Ref(IPAM_API, "IPClaim", "c1", namespace), Ref(IPAM_API, "IPClaim", "never-reconciled", namespace),
+                pool_ref):
+        store.delete(ref)
+    assert reconcile_ip_pool(store, pool_ref).removed
+    assert store.list(IPAM_API, "IPClaim", namespace) == []
+    assert addresses(store, namespace) == []
+    with pytest.raises(NotFound):
+        store.get(pool_ref)
+
+
+def test_a_deleted_claim_held_by_another_finalizer_keeps_its_address_until_it_goes(store, namespace):
+    make_pool(store, namespace)
+    claim(store, namespace, "c1")
+    ref = Ref(IPAM_API, "IPClaim", "c1", namespace)
+    held = store.get(ref)
+    held["metadata"]["finalizers"].append("example.com/hold")
+    store.update(held)
+    store.delete(ref)
+    pool_ref = Ref(IPAM_API, "IPPool", "pool", namespace)
+    assert reconcile_ip_pool(store, pool_ref).allocations == {"c1": "192.168.10.10"}
+    remove_finalizer(store, ref, "example.com/hold")
+    assert reconcile_ip_pool(store, pool_ref).allocations == {}
+    with pytest.raises(NotFound):
+        store.get(ref)
+
+
+def test_an_address_whose_claim_is_gone_is_released_by_its_pool(store, namespace):
+    make_pool(store, namespace)
+    claim(store, namespace, "c1")
+    claim(store, namespace, "c2")
+    # Gone without its release: what a claimer that died after taking leaves when the claim goes meanwhile.
+    ref = Ref(IPAM_API, "IPClaim", "c1", namespace)
+    remove_finalizer(store, ref, "ipclaim.ipam.metal3.io")
+    store.delete(ref)
+    assert addresses(store, namespace) == ["192.168.10.10", "192.168.10.11"]
+    state = reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace))
+    assert (state.allocations, state.released) == ({"c2": "192.168.10.11"}, 1)
+    assert addresses(store, namespace) == ["192.168.10.11"]
+    assert reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace)).released == 0
+
+
+def test_a_deleted_cluster_api_claim_is_released_by_its_pool(store, namespace):
+    make_pool(store, namespace)
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "m-0", namespace)
+    store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
+                  "metadata": {"name": "m-0", "namespace": namespace},
+                  "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}}})
+    assert reconcile_ip_address_claim(store, ref).address is not None
+    store.delete(ref)
+    assert reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace)).allocations == {}
+    assert addresses(store, namespace) == []
+    with pytest.raises(NotFound):
+        store.get(ref)
+    with pytest.raises(NotFound):
+        store.get(Ref(CAPI_IPAM_API, "IPAddress", "m-0", namespace))

@@ -1,7 +1,7 @@
 """ip_claim, ip_pool and the ipam role through ansible-playbook, on both backends."""
 from __future__ import annotations
 
-from tests.integration.ansible import ansible_playbook
+from tests.integration.playbook_runs import ansible_playbook
 
 
 def test_claim_and_release_in_a_playbook(store_options, namespace):

@@ -18,7 +18,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
-from tests.integration.ansible import PLAYBOOKS, REPO
+from tests.integration.playbook_runs import PLAYBOOKS, REPO
 
 # processes x claims each, per backend: the local file takes the 16 x 25; the apiserver a lighter load.
 LOAD = {"local": (16, 25), "kubernetes": (8, 10)}

@@ -16,7 +16,7 @@ import hashlib
 import ipaddress
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
@@ -42,6 +42,9 @@ REQUESTED_ADDRESS_ANNOTATION = "ipAddress"
 ADDRESS_ANNOTATION = "ipam.metal3.io/ip-address"
 POOL_LABEL = "ipam.metal3.io/pool-name"
 CLAIM_LABEL = "ipam.metal3.io/claim-name"
+# On an IPPool: the other namespaces whose claims it serves, comma-separated, or "*" for every namespace.
+# A pool serves the claims of its own namespace only without it.
+ALLOWED_NAMESPACES_ANNOTATION = "ipam.metal3.io/allowed-namespaces"
 
 # Labels that choose a pool, as the ELF static-IP provider reads them from a requester.
 POOL_NAME_LABEL = "cluster.x-k8s.io/ip-pool-name"
@@ -50,6 +53,9 @@ POOL_GROUP_LABEL = "cluster.x-k8s.io/ip-pool-group"
 NETWORK_NAME_LABEL = "cluster.x-k8s.io/network-name"
 DEFAULT_POOL_LABEL = "ippool.cluster.x-k8s.io/is-default"
 DEFAULT_POOL_NAMESPACE = "default"
+
+# How many times a claimer tries an address that is released each time between its create and its read.
+TAKE_ATTEMPTS = 5
 
 # Upstream's error strings, written to the claim's status.
 EXHAUSTED = "Exhausted IP Pools"
@@ -117,8 +123,10 @@ def _mark(store: Store, pool_ref: Ref, claim: str, address: str, held: bool, dry
             allocations[claim] = address
             if offset is not None:
                 in_use.add(offset)
-        elif allocations.get(claim, address) == address:
-            allocations.pop(claim, None)
+        else:
+            if allocations.get(claim) == address:
+                allocations.pop(claim)
+            # The address goes whatever the allocations name: an extra address of the claim is not named there.
             if offset is not None:
                 in_use.discard(offset)
         encoded = in_use.encode()
@@ -140,27 +148,50 @@ def label_value(name: str) -> str:
 
 # -- pool selection -----------------------------------------------------------------------------
 
-def select_pool(store: Store, namespace: str, labels: dict[str, str]) -> Ref | None:
-    """The pool a requester's labels name, the way the ELF static-IP provider chooses it."""
-    if labels.get(POOL_NAME_LABEL):
-        name = labels[POOL_NAME_LABEL]
-        for pool_namespace in dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]):
-            ref = Ref(IPAM_API, "IPPool", name, pool_namespace)
-            try:
-                store.get(ref)
-                return ref
-            except NotFound:
-                continue
+def serves(pool_obj: Object, namespace: str) -> bool:
+    """Whether a pool may hand out addresses to the claims of ``namespace``: its own, or the ones its
+    ALLOWED_NAMESPACES_ANNOTATION lists ("*" for all). Without this any namespace could drain any pool."""
+    if pool_obj["metadata"]["namespace"] == namespace:
+        return True
+    listed = (pool_obj["metadata"].get("annotations") or {}).get(ALLOWED_NAMESPACES_ANNOTATION) or ""
+    allowed = {n.strip() for n in listed.split(",")}
+    return "*" in allowed or namespace in allowed
+
+
+def _refusal(pool_obj: Object, namespace: str) -> str | None:
+    if serves(pool_obj, namespace):
         return None
-    wanted = {k: labels[k] for k in (POOL_GROUP_LABEL, NETWORK_NAME_LABEL) if labels.get(k)}
-    if not wanted:
-        wanted = {DEFAULT_POOL_LABEL: "true"}
-    selector = ",".join(f"{k}={v}" for k, v in sorted(wanted.items()))
+    metadata = pool_obj["metadata"]
+    return (f"IPPool {metadata['namespace']}/{metadata['name']} does not serve namespace {namespace}: its "
+            f"{ALLOWED_NAMESPACES_ANNOTATION} annotation must list {namespace} (or \"*\") to serve claims of it")
+
+
+def select_pool(store: Store, namespace: str, labels: dict[str, str]) -> Ref | None:
+    """The pool a requester's labels name, the way the ELF static-IP provider chooses it: in the namespace
+    the labels name (the requester's by default), else in ``default``.
+
+    A pool of another namespace that does not serve the requester's is passed over for one that does; when
+    none does, the first found is returned, so the claim is refused with a message that names it.
+    """
+    refused: Ref | None = None
+    for pool_obj in _pools_named_by(store, namespace, labels):
+        if serves(pool_obj, namespace):
+            return Ref.of(pool_obj)
+        refused = refused or Ref.of(pool_obj)
+    return refused
+
+
+def _pools_named_by(store: Store, namespace: str, labels: dict[str, str]) -> Iterator[Object]:
+    """The pools the labels name, namespace by namespace: lazily, as most claims stop at the first."""
     for pool_namespace in dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]):
-        pools = store.list(IPAM_API, "IPPool", pool_namespace, selector)
-        if pools:
-            return Ref.of(pools[0])
-    return None
+        if labels.get(POOL_NAME_LABEL):
+            pool_obj = store.get_if_exists(Ref(IPAM_API, "IPPool", labels[POOL_NAME_LABEL], pool_namespace))
+            if pool_obj is not None:
+                yield pool_obj
+            continue
+        wanted = {k: labels[k] for k in (POOL_GROUP_LABEL, NETWORK_NAME_LABEL) if labels.get(k)}
+        selector = ",".join(f"{k}={v}" for k, v in sorted((wanted or {DEFAULT_POOL_LABEL: "true"}).items()))
+        yield from store.list(IPAM_API, "IPPool", pool_namespace, selector)
 
 
 def _describe_selection(labels: dict[str, str]) -> str:
@@ -181,6 +212,14 @@ def _owned_by(address: Object, claim: _Claim) -> bool:
 
 def _reserved_address(claim: _Claim) -> str | None:
     return (claim.obj["metadata"].get("annotations") or {}).get(ADDRESS_ANNOTATION)
+
+
+def _may_own(claim: _Claim) -> bool:
+    """Whether the claim may own an IPAddress: its annotation names one (an address is never created for a
+    claim before that), or its status does (an annotation lost to a replace of the whole object). A new
+    claim has neither, so its first reconcile costs no list."""
+    status = claim.obj.get("status") or {}
+    return _reserved_address(claim) is not None or bool(status.get("address") or status.get("addressRef"))
 
 
 def _held_address(store: Store, claim: _Claim, pool: Pool, pool_namespace: str) -> Object | None:
@@ -228,11 +267,16 @@ def _address_object(pool_obj: Object, pool: Pool, claim: _Claim, address: str) -
 def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: str,
           dry_run: bool) -> Object | None:
     """Create the IPAddress named after ``address``; None when another claim holds it."""
-    try:
-        return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
-    except AlreadyExists:
-        existing = store.get(Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"]))
-        return existing if _owned_by(existing, claim) else None
+    ref = Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"])
+    for _attempt in range(TAKE_ATTEMPTS):
+        try:
+            return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
+        except AlreadyExists:
+            existing = store.get_if_exists(ref)
+        if existing is not None:
+            return existing if _owned_by(existing, claim) else None
+        # Released between the create and the read: free again, so try again.
+    return None  # taken and released over and over: as good as taken, move on
 
 
 class _Candidates:
@@ -315,9 +359,105 @@ def _reserve_fresh(store: Store, claim: _Claim, address: str, dry_run: bool) -> 
     return claim.obj
 
 
+def _owned_addresses(store: Store, claim: _Claim, pool_namespace: str) -> list[Object]:
+    """Every IPAddress whose claim is this claim, found by the claim-name label (then checked: the label
+    value of a long name is shortened, so two claims may share it)."""
+    selector = f"{CLAIM_LABEL}={label_value(claim.name)}"
+    return [a for a in store.list(IPAM_API, "IPAddress", pool_namespace, selector) if _owned_by(a, claim)]
+
+
+def _pool_of(address: Object) -> Ref | None:
+    pool = address["spec"].get("pool") or {}
+    if not pool.get("name"):
+        return None
+    return Ref(IPAM_API, "IPPool", pool["name"], pool.get("namespace") or address["metadata"]["namespace"])
+
+
+def _release_address(store: Store, claim_name: str, address: Object, dry_run: bool) -> None:
+    """Let one IPAddress go, and forget it in its pool's status.
+
+    Only the very object given (its uid) loses its finalizer: when two releasers of one claim race (its own
+    reconcile and its pool's), the loser must never free an address of the same name that another claim has
+    taken since. At worst its delete marks that one deleting, and its finalizer keeps it held.
+    """
+    ref = Ref(IPAM_API, "IPAddress", address["metadata"]["name"], address["metadata"]["namespace"])
+    uid = address["metadata"].get("uid")
+
+    def unfinalize() -> Object:
+        current = store.get(ref)
+        finalizers = current["metadata"].get("finalizers") or []
+        if current["metadata"].get("uid") != uid:
+            return {}  # not this address any more
+        if ADDRESS_FINALIZER in finalizers:
+            current["metadata"]["finalizers"] = [f for f in finalizers if f != ADDRESS_FINALIZER]
+            current = store.update(current, dry_run=dry_run)
+        return current
+
+    with contextlib.suppress(NotFound):
+        if not retry_on_conflict(unfinalize):
+            return
+        store.delete(ref, dry_run=dry_run)
+    pool_ref = _pool_of(address)
+    if pool_ref is not None:
+        with contextlib.suppress(NotFound):
+            _mark(store, pool_ref, claim_name, address["spec"]["address"], False, dry_run)
+
+
+def _adopt(store: Store, claim: _Claim, pool_ref: Ref, dry_run: bool) -> Object | None:
+    """The IPAddress a claim owns although its annotation does not lead to it, kept as the claim's own; any
+    other it owns is released, so that a claim never holds two.
+
+    That is what a reconcile leaves when it dies after taking an address and before naming it - after it
+    lost its reserved address to another claimer, say: once the lost address is free again, taking it
+    would make two. The one kept is the one the claim's status names (what its users were told), else one
+    of its pool. The others go before the annotation names the kept one: a death in between leaves the
+    annotation still leading nowhere, and the next reconcile lists again and finishes.
+    """
+    owned = _owned_addresses(store, claim, pool_ref.namespace)
+    mine = [a for a in owned if _pool_of(a) == pool_ref]
+    named = ((claim.obj.get("status") or {}).get("address") or {}).get("name")
+    kept = next((a for a in mine if a["metadata"]["name"] == named), mine[0] if mine else None)
+    for extra in owned:
+        if extra is not kept:
+            _release_address(store, claim.name, extra, dry_run)
+    if kept is not None:
+        retry_on_conflict(lambda: _reserve_fresh(store, claim, kept["spec"]["address"], dry_run))
+    return kept
+
+
+def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, taken: Object,
+                dry_run: bool) -> Object | None:
+    """Name in the claim's annotation the address just taken in place of the reserved one.
+
+    Another reconcile of the same claim may meanwhile have named and taken another address: that one stays,
+    and ``taken`` goes. So does ``taken`` when the claim went (released) while this reconcile ran: None.
+    """
+    def write() -> Object:
+        claim.obj = store.get(claim.ref)
+        other = _held_address(store, claim, pool, pool_namespace)
+        if other is not None and other["metadata"]["name"] != taken["metadata"]["name"]:
+            return other
+        _reserve(store, claim, taken["spec"]["address"], dry_run)
+        return taken
+
+    try:
+        kept: Object | None = retry_on_conflict(write)
+    except NotFound:
+        kept = None
+    if kept is not taken:
+        _release_address(store, claim.name, taken, dry_run)
+    return kept
+
+
 def _allocate(store: Store, claim: _Claim, dry_run: bool,
               write_status: Callable[[Object | None, str | None, str | None], Object]) -> Allocation:
-    """The shared steps of both claim kinds, up to an IPAddress held by the claim."""
+    """The shared steps of both claim kinds, up to an IPAddress held by the claim.
+
+    The protocol that keeps one address per claim whatever point a process dies at: the claim's annotation
+    names an address before any IPAddress is created for it, and names the one it holds once it holds one.
+    So a claim with no annotation (nor status) owns nothing, and one whose annotation leads to no address it
+    owns is looked up by label (_adopt) before it may take a new one.
+    """
     if claim.obj["metadata"].get("deletionTimestamp"):
         return Allocation(claim.obj)
     if claim.pool is None:
@@ -330,8 +470,19 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         return Allocation(write_status(None, None, waiting), waiting=waiting)
     pool = parse_pool(pool_obj)
     existing = _held_address(store, claim, pool, claim.pool.namespace)
+    adopted = False
+    if existing is None and _may_own(claim):
+        existing = _adopt(store, claim, claim.pool, dry_run)
+        adopted = existing is not None
     if existing:
-        return Allocation(write_status(existing, None, None), address=existing)
+        recorded = ((pool_obj.get("status") or {}).get("allocations") or {}).get(claim.name)
+        if adopted or recorded is None:  # a reconcile died before recording the address in the pool
+            _mark(store, claim.pool, claim.name, existing["spec"]["address"], True, dry_run)
+        return Allocation(write_status(existing, None, None), address=existing, changed=adopted)
+    # Checked before any write to the pool; what a claim already holds stays with it.
+    refusal = _refusal(pool_obj, claim.namespace)
+    if refusal:
+        return Allocation(write_status(None, refusal, None), error=refusal)
     if not pool_obj["metadata"].get("deletionTimestamp"):
         pool_obj = ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
     candidates = _Candidates(store, pool_obj, pool, claim)
@@ -360,7 +511,10 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         candidates.lost(address_to_take)
         address_to_take = None
     if _reserved_address(claim) != taken["spec"]["address"]:
-        retry_on_conflict(lambda: _reserve_fresh(store, claim, taken["spec"]["address"], dry_run))
+        kept = _name_taken(store, claim, pool, claim.pool.namespace, taken, dry_run)
+        if kept is None:
+            return Allocation(None, released=True, changed=True)
+        taken = kept
     _mark(store, claim.pool, claim.name, taken["spec"]["address"], True, dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
 
@@ -376,15 +530,8 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
     pool_namespace = claim.pool.namespace if claim.pool else claim.namespace
     # Every address the claim owns, not only the one it names: a reconcile that died between taking an
     # address and recording it may have left one more. Deletion is rare; a list here is affordable.
-    selector = f"{CLAIM_LABEL}={label_value(claim.name)}"
-    owned = [a for a in store.list(IPAM_API, "IPAddress", pool_namespace, selector) if _owned_by(a, claim)]
-    for address in owned:
-        remove_finalizer(store, Ref.of(address), ADDRESS_FINALIZER, dry_run)
-        with contextlib.suppress(NotFound):
-            store.delete(Ref.of(address), dry_run=dry_run)
-        if claim.pool:
-            with contextlib.suppress(NotFound):
-                _mark(store, claim.pool, claim.name, address["spec"]["address"], False, dry_run)
+    for address in _owned_addresses(store, claim, pool_namespace):
+        _release_address(store, claim.name, address, dry_run)
     remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
     return Allocation(claim.obj, released=True, changed=True)
 
@@ -532,16 +679,19 @@ class PoolState:
     allocations: dict[str, str]
     waiting: str | None = None
     removed: bool = False
+    released: int = 0  # claims (being deleted) and addresses (of claims that are gone) released
 
 
 def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolState:
-    """Rebuild a pool's status from its IPAddresses (allocations, in-use index) and guard its deletion:
-    the finalizer goes only once nothing is allocated from it."""
+    """Release what the claims being deleted hold, rebuild the pool's status from its IPAddresses
+    (allocations, in-use index), and guard its deletion: the finalizer goes only once nothing is allocated
+    from it."""
     try:
         pool_obj = store.get(ref)
     except NotFound:
         return PoolState(None, {}, removed=True)
     pool = parse_pool(pool_obj)
+    released = _release_gone_claims(store, pool_obj, dry_run)
 
     def write() -> Object:
         current = store.get(ref)
@@ -561,11 +711,59 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
     if pool_obj["metadata"].get("deletionTimestamp"):
         if allocations:
             return PoolState(pool_obj, allocations, waiting=f"IPPool {ref.name} still has {len(allocations)} "
-                                                            "allocations; delete their claims first")
+                                                            "allocations; delete their claims first",
+                             released=released)
         remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
-        return PoolState(pool_obj, {}, removed=True)
+        return PoolState(pool_obj, {}, removed=True, released=released)
     pool_obj = ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
-    return PoolState(pool_obj, allocations)
+    return PoolState(pool_obj, allocations, released=released)
+
+
+CLAIM_APIS = {"IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
+
+
+def _release_gone_claims(store: Store, pool_obj: Object, dry_run: bool) -> int:
+    """Release, as upstream's pool reconcile does, the addresses of the pool's claims that are being deleted,
+    and the claims' finalizers: a claim deleted with no reconcile of its own (a generic delete, no operator
+    running) would otherwise hold both for ever. An address whose claim is gone altogether (a reconcile that
+    took it died while the claim was released) goes too.
+
+    The claims are listed once per namespace and kind that hold addresses here (and the pool's own, for
+    deleting claims that hold nothing yet), not read one by one. Returns how many claims and addresses went.
+    """
+    pool_ref = Ref.of(pool_obj)
+    released = 0
+    held: dict[tuple[str, str], dict[str, list[Object]]] = {("IPClaim", pool_ref.namespace): {}}
+    for address in _pool_addresses(store, pool_obj):
+        owner = address["spec"].get("claim") or {}
+        where = (owner.get("kind") or "IPClaim", owner.get("namespace") or pool_ref.namespace)
+        held.setdefault(where, {}).setdefault(owner.get("name", ""), []).append(address)
+    for (kind, namespace), by_claim in held.items():
+        if kind not in CLAIM_APIS:
+            continue
+        claims = store.list(CLAIM_APIS[kind], kind, namespace)
+        for obj in claims:
+            if obj["metadata"].get("deletionTimestamp"):
+                released += _release_deleting(store, obj, pool_ref, obj["metadata"]["name"] in by_claim, dry_run)
+        present = {obj["metadata"]["name"] for obj in claims}
+        for name, addresses in by_claim.items():
+            if name not in present:
+                for address in addresses:
+                    _release_address(store, name, address, dry_run)
+                    released += 1
+    return released
+
+
+def _release_deleting(store: Store, obj: Object, pool_ref: Ref, holds_here: bool, dry_run: bool) -> int:
+    """A deleting claim's own release, for its addresses in this pool (1 when it went, else 0); a claim of
+    another pool is left alone."""
+    claim = _ip_claim(store, obj) if obj["kind"] == "IPClaim" else _capi_claim(obj)
+    if not holds_here and claim.pool != pool_ref:
+        return 0
+    claim.pool = pool_ref
+    if claim.kind == "IPAddressClaim":
+        _delete_capi_address(store, claim, dry_run)
+    return int(_release(store, claim, dry_run).changed)
 
 
 def admit_ip_pool(store: Store, new: Object, old: Object | None) -> None:

@@ -36,6 +36,9 @@ def claim_object(name: str, namespace: str, pool: str | None = None, pool_namesp
                                 "finalizers": [CLAIM_FINALIZER]}
     if address:
         metadata["annotations"] = {REQUESTED_ADDRESS_ANNOTATION: address}
+    if pool_namespace and not pool:  # a namespace alone chooses nothing: say so rather than ignore it
+        raise Invalid(f"pool_namespace: Invalid value: {pool_namespace!r}: names the namespace of pool, which is not "
+                      "given (the selection labels choose a pool of another namespace with ip_pool_namespace)")
     spec: dict[str, Any] = {}
     if pool:
         spec["pool"] = {"apiVersion": IPAM_API, "kind": "IPPool", "name": pool,
@@ -97,6 +100,10 @@ def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: boo
     """Ensure the pool (when a definition is given), then rebuild its status from its addresses."""
     changed, diff = False, {"before": {}, "after": {}}
     if definition is not None:
+        annotations = definition["metadata"].get("annotations") or {}
+        if None in annotations.values() and store.get_if_exists(ref) is None:
+            # A None annotation removes it from a stored pool (merge patch); a new pool is born without it.
+            definition["metadata"]["annotations"] = {k: v for k, v in annotations.items() if v is not None}
         outcome = ensure_present(store, definition, dry_run)
         changed, diff = outcome["changed"], outcome["diff"]
     try:
@@ -104,6 +111,7 @@ def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: boo
     except NotFound:
         state = None
     pool = state.pool if state else {}
+    changed = changed or bool(state and state.released)
     return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}, "diff": diff}
 
 
