@@ -124,3 +124,22 @@ def test_rendering_writes_secrets_the_data_controls_and_reads_them_back(store, n
         rendered = store.get(Ref(SECRET, "Secret", name, namespace))
         assert [r["uid"] for r in rendered["metadata"]["ownerReferences"] if r.get("controller")] == \
             [data["metadata"]["uid"]]
+
+
+def test_deleting_a_cluster_api_claim_leaves_an_ip_address_of_its_name_that_it_did_not_make(store, namespace):
+    from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+        CAPI_CLAIM_FINALIZER,
+        reconcile_ip_address_claim,
+    )
+
+    capi = "ipam.cluster.x-k8s.io/v1beta1"
+    theirs = store.create({"apiVersion": capi, "kind": "IPAddress", "metadata": {"name": "c", "namespace": namespace},
+                           "spec": {"address": "10.0.0.9", "prefix": 24, "claimRef": {"name": "c"},
+                                    "poolRef": {"apiGroup": "example.com", "kind": "Pool", "name": "p"}}})
+    claim = store.create({"apiVersion": capi, "kind": "IPAddressClaim",
+                          "metadata": {"name": "c", "namespace": namespace, "finalizers": [CAPI_CLAIM_FINALIZER]},
+                          "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "p"}}})
+    store.delete(Ref.of(claim))
+    reconcile_ip_address_claim(store, Ref.of(claim))
+    assert not exists(store, "IPAddressClaim", "c", namespace, capi)
+    assert store.get(Ref.of(theirs))["spec"]["address"] == "10.0.0.9"

@@ -22,7 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Alr
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now, owner_uids
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
@@ -655,6 +655,9 @@ def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: 
 
 def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
     ref = Ref(CAPI_IPAM_API, "IPAddress", claim.name, claim.namespace)
+    address = store.get_if_exists(ref)
+    if address is None or claim.obj["metadata"].get("uid") not in owner_uids(address):
+        return  # an IPAddress of the claim's name that this claim's reconcile did not make is not ours to delete
     remove_finalizer(store, ref, CAPI_ADDRESS_FINALIZER, dry_run)
     with contextlib.suppress(NotFound):
         store.delete(ref, dry_run=dry_run)
