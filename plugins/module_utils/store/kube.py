@@ -35,6 +35,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     check_namespace,
     check_ref,
     check_size,
+    checked_ref,
     require_identity,
 )
 
@@ -189,7 +190,7 @@ class KubernetesStore(Store):
 
     def create(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = check_ref(Ref.of(obj))
+        ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.create(body=obj, namespace=ref.namespace, query_params=list(STRICT),
@@ -197,7 +198,7 @@ class KubernetesStore(Store):
 
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = check_ref(Ref.of(obj))
+        ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.replace(body=obj, name=ref.name, namespace=ref.namespace,
@@ -206,7 +207,7 @@ class KubernetesStore(Store):
 
     def update_status(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
-        ref = check_ref(Ref.of(obj))
+        ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._call(lambda: resource.status.replace(body=obj, name=ref.name, namespace=ref.namespace,

@@ -38,6 +38,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     check_namespace,
     check_ref,
     check_size,
+    checked_ref,
     fold_string_data,
     merge_patch,
     now,
@@ -298,7 +299,7 @@ class LocalStore(Store):
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
         info = lookup(obj["apiVersion"], obj["kind"])
-        ref = check_ref(Ref.of(obj))
+        ref = checked_ref(obj)
         if info.group and not (obj["metadata"].get("resourceVersion")):
             # kube-apiserver refuses unconditional updates of custom resources.
             raise Invalid(f'{info.qualified_kind} "{ref.name}" is invalid: metadata.resourceVersion: '
@@ -311,7 +312,7 @@ class LocalStore(Store):
         require_identity(obj)
         info = lookup(obj["apiVersion"], obj["kind"])
         with self._transaction(dry_run):
-            row_id, current = self._load(info, check_ref(Ref.of(obj)))
+            row_id, current = self._load(info, checked_ref(obj))
             return self._replace(info, row_id, current, obj, status_only=True)
 
     def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:

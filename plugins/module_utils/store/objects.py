@@ -91,6 +91,14 @@ def check_namespace(namespace: object, field: str) -> str:
     return str(namespace)
 
 
+def checked_ref(obj: Object) -> Ref:
+    """The Ref of an object about to be written, its metadata.name and metadata.namespace checked and named."""
+    ref = Ref.of(obj)
+    check_name(ref.name, "metadata.name", ref.kind, ref.api_version)
+    check_namespace(ref.namespace, "metadata.namespace")
+    return ref
+
+
 def check_ref(ref: Ref) -> Ref:
     """``ref`` when its name and namespace are valid; Invalid naming the kind otherwise."""
     check_name(ref.name, f"{ref.kind} name", ref.kind, ref.api_version)
