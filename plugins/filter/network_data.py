@@ -13,6 +13,14 @@ description:
     the OpenStack C(network_data.json) form cloud-init reads (C(links), C(networks), C(services)).
   - Accepts upstream's field names and the spellings of the per-failure-domain feature request (bond
     C(interfaces), C(bondMiimon), C(bondLACPRate); vlan C(link); route C(to)/C(via)); both render alike.
+  - C(links) come in CAPM3's order - bonds, then ethernets, then vlans. Every bond has C(bond_xmit_hash_policy)
+    (empty when C(bondXmitHashPolicy) is not set) and every route has C(services) (an empty list when it has
+    none), as CAPM3 writes them.
+  - An ethernet or bond may be given by its kernel C(name) without C(macAddress); it is then rendered with
+    C(name) and no C(ethernet_mac_address). An ethernet needs at least one of the two.
+  - A vlan given without C(macAddress) gets the MAC address of the link it sits on as C(vlan_mac_address),
+    which cloud-init requires - a bond's own C(macAddress), else the MAC address of its first C(bondLinks)
+    member; an ethernet's MAC address. It is an error if that link has no MAC address.
   - "Errors name the field, for example C(networkData.links.bonds[0].bondMode: must be one of ...)."
 options:
   _input:
@@ -24,7 +32,9 @@ options:
     type: dict
     required: true
   host:
-    description: The BareMetalHost, whose C(status.hardware.nics) give C(fromHostInterface) MAC addresses.
+    description:
+      - The BareMetalHost, whose C(status.hardware.nics) give C(fromHostInterface) MAC addresses and whose
+        annotations give C(fromAnnotation) MAC addresses and C(fromPoolAnnotation) pools.
     type: dict
 """
 

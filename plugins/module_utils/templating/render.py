@@ -8,6 +8,11 @@ renderer reads the v1beta2 names of the metaData pool sources and the shorter sp
 documents (bond ``interfaces``, ``bondMiimon``, ``bondLACPRate``; vlan ``link``; route ``to`` and ``via``),
 and renders both spellings alike. Every error is an :class:`Invalid` whose message starts with the path of
 the field at fault.
+
+Where upstream renders what cloud-init's converter cannot read, the renderer differs: a VLAN without
+``macAddress`` gets the MAC of the link it sits on as ``vlan_mac_address`` (upstream leaves the key out and
+cloud-init fails with ``KeyError``), and an ethernet needs ``macAddress`` or ``name`` (cloud-init fails on one
+with neither).
 """
 from __future__ import annotations
 
@@ -303,36 +308,73 @@ def _pool_address(pool: dict, name: str, path: str, version: int) -> str:
 # -- networkData --------------------------------------------------------------------------------------------
 
 def _links(value: Any, host: dict | None, objects: dict[str, dict]) -> list[dict[str, Any]]:
+    """The links in upstream's order (renderNetworkLinks): bonds, then ethernets, then vlans.
+
+    cloud-init resolves ``bond_links`` and ``vlan_link`` after reading every link, so the order is not a
+    dependency order. A VLAN given without ``macAddress`` takes the MAC of the link it sits on (see
+    :func:`_vlan_mac`), because cloud-init's converter requires ``vlan_mac_address``.
+    """
     links = _fields(value, "networkData.links", ("ethernets", "bonds", "vlans"))
-    rendered: list[dict[str, Any]] = []
-    # each link after the links it builds on: ethernets, bonds, vlans
-    for path, item in _items(links.get("ethernets"), "networkData.links.ethernets"):
-        link = _fields(item, path, ETHERNET_FIELDS)
-        entry = {"type": _choice(link, "type", path, LINK_TYPES), "id": _string(link, "id", path),
-                 "mtu": _mtu(link, path),
-                 "ethernet_mac_address": _mac_address(link.get("macAddress"), f"{path}.macAddress", host, objects)}
-        rendered.append(_named(entry, link, path))
-    for path, item in _items(links.get("bonds"), "networkData.links.bonds"):
-        rendered.append(_bond(_fields(item, path, BOND_FIELDS), path, host, objects))
+    ethernets = [_ethernet(_fields(item, path, ETHERNET_FIELDS), path, host, objects)
+                 for path, item in _items(links.get("ethernets"), "networkData.links.ethernets")]
+    bonds = [_bond(_fields(item, path, BOND_FIELDS), path, host, objects)
+             for path, item in _items(links.get("bonds"), "networkData.links.bonds")]
+    # link id -> its MAC address (None when given by name only), for the VLANs that name no MAC of their own
+    macs: dict[str, str | None] = {}
+    for entry in ethernets:
+        macs.setdefault(entry["id"], entry.get("ethernet_mac_address"))
+    for entry in bonds:  # its own MAC, else the MAC of its first member, as the kernel gives it
+        macs.setdefault(entry["id"], entry.get("ethernet_mac_address") or macs.get(entry["bond_links"][0]))
+    vlans = []
     for path, item in _items(links.get("vlans"), "networkData.links.vlans"):
         link = _fields(item, path, VLAN_FIELDS)
         _fixed_type(link, path, "vlan")
         entry = {"type": "vlan", "id": _string(link, "id", path), "mtu": _mtu(link, path),
                  "vlan_link": _string(link, _aliased(link, path, "vlanLink", "link"), path),
                  "vlan_id": _integer(link.get("vlanID"), f"{path}.vlanID", *VLAN_ID_RANGE)}
+        _named(entry, link, path)
         if link.get("macAddress") is not None:
             entry["vlan_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
-        rendered.append(_named(entry, link, path))
-    return rendered
+        else:
+            entry["vlan_mac_address"] = _vlan_mac(entry["vlan_link"], macs, f"{path}.macAddress")
+        macs.setdefault(entry["id"], entry["vlan_mac_address"])
+        vlans.append(entry)
+    return [*bonds, *ethernets, *vlans]
+
+
+def _ethernet(link: dict, path: str, host: dict | None, objects: dict[str, dict]) -> dict[str, Any]:
+    entry = {"type": _choice(link, "type", path, LINK_TYPES), "id": _string(link, "id", path),
+             "mtu": _mtu(link, path)}
+    _named(entry, link, path)
+    if link.get("macAddress") is not None:
+        entry["ethernet_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
+    elif "name" not in entry:  # cloud-init: "No mac_address or name entry"
+        raise Invalid(f"{path}.macAddress: required unless name is set (cloud-init finds an ethernet by its MAC "
+                      f"address or by its kernel name)")
+    return entry
+
+
+def _vlan_mac(vlan_link: str, macs: dict[str, str | None], path: str) -> str:
+    """The MAC of the link a VLAN sits on, for a VLAN given without ``macAddress``."""
+    if vlan_link not in macs:
+        raise Invalid(f"{path}: required: there is no link '{vlan_link}' in networkData.links to take the MAC "
+                      f"address from")
+    mac = macs[vlan_link]
+    if mac is None:
+        raise Invalid(f"{path}: required: the link '{vlan_link}' has no MAC address to take (an ethernet given "
+                      f"by name only, or a bond without macAddress whose first member has none)")
+    return mac
 
 
 def _bond(link: dict, path: str, host: dict | None, objects: dict[str, dict]) -> dict[str, Any]:
     _fixed_type(link, path, "bond")
     entry: dict[str, Any] = {"type": "bond", "id": _string(link, "id", path), "mtu": _mtu(link, path),
                              "bond_mode": _choice(link, "bondMode", path, BOND_MODES),
+                             # upstream always writes the policy, empty when none is set
+                             "bond_xmit_hash_policy": _choice(link, "bondXmitHashPolicy", path,
+                                                              BOND_XMIT_HASH_POLICIES)
+                             if link.get("bondXmitHashPolicy") not in (None, "") else "",
                              "bond_links": _bond_links(link, path)}
-    if link.get("bondXmitHashPolicy") is not None:
-        entry["bond_xmit_hash_policy"] = _choice(link, "bondXmitHashPolicy", path, BOND_XMIT_HASH_POLICIES)
     if link.get("macAddress") is not None:
         entry["ethernet_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
     _named(entry, link, path)
@@ -446,11 +488,10 @@ def _routes(value: Any, path: str, version: int, addresses: Addresses,
         else:
             gateway_path = f"{route_path}.{_aliased(route, route_path, 'gateway', 'via')}"
         _ip(gateway, gateway_path, version)
-        entry: dict[str, Any] = {"network": network, "netmask": _netmask(prefix, version), "gateway": gateway}
-        services = _dns_services(route.get("services"), f"{route_path}.services", addresses, objects)
-        if services:
-            entry["services"] = services
-        rendered.append(entry)
+        # upstream writes services on every route, an empty list when the route has none
+        rendered.append({"network": network, "netmask": _netmask(prefix, version), "gateway": gateway,
+                         "services": _dns_services(route.get("services"), f"{route_path}.services", addresses,
+                                                   objects)})
     return rendered
 
 

@@ -66,7 +66,7 @@ NETWORK = [
                 "vlans": [{"id": "vlan5", "vlanID": 5, "vlanLink": "bond0",
                            "macAddress": {"string": "52:54:00:00:00:07"}}]}},
      {"links": [{"type": "bond", "id": "bond0", "mtu": 1500, "bond_mode": "active-backup",
-                 "bond_links": ["eth0", "eth1"], "bond_primary": "eth0"},
+                 "bond_xmit_hash_policy": "", "bond_links": ["eth0", "eth1"], "bond_primary": "eth0"},
                 {"type": "vlan", "id": "vlan5", "mtu": 1500, "vlan_link": "bond0", "vlan_id": 5,
                  "vlan_mac_address": "52:54:00:00:00:07"}], "networks": [], "services": []}),
     ({"networks": {"ipv4": [{"id": "mgmt", "link": "eth0", "ipAddressFromIPPool": "mgmt", "routes": [
@@ -83,7 +83,7 @@ NETWORK = [
                       "services": [{"type": "dns", "address": "8.8.8.8"}, {"type": "dns", "address": "192.168.11.2"},
                                    {"type": "dns", "address": "192.168.11.3"}]}]},
          {"type": "ipv6", "id": "v6", "link": "eth0", "ip_address": "fd00::10", "netmask": "ffff:ffff:ffff:ffff::",
-          "routes": [{"network": "::", "netmask": "::", "gateway": "fd00::1"}]},
+          "routes": [{"network": "::", "netmask": "::", "gateway": "fd00::1", "services": []}]},
          {"type": "ipv4_dhcp", "id": "d4", "link": "eth1", "routes": []},
          {"type": "ipv6_dhcp", "id": "d6", "link": "eth1", "routes": []},
          {"type": "ipv6_slaac", "id": "s6", "link": "eth1", "routes": []}],
@@ -165,12 +165,15 @@ def test_the_seed_template_works_as_written_and_renders_as_upstreams_spelling():
     seed = r.normalize_template_spec(SEED)["networkData"]
     rendered = r.render_network_data(seed, SEED_ADDRESSES, HOST)
     assert rendered == r.render_network_data(UPSTREAM["networkData"], SEED_ADDRESSES, HOST)
-    bond = rendered["links"][2]
+    assert [link["id"] for link in rendered["links"]] == ["bond1", "nic0", "nic1", "bond1.11", "bond1.12"]
+    bond = rendered["links"][0]
     assert bond == {"type": "bond", "id": "bond1", "mtu": 1500, "bond_mode": "802.3ad", "bond_links": ["nic0", "nic1"],
                     "bond_xmit_hash_policy": "layer3+4", "bond_miimon": 100, "bond_lacp_rate": "fast"}
-    assert rendered["links"][3] == {"type": "vlan", "id": "bond1.11", "mtu": 9000, "vlan_link": "bond1", "vlan_id": 11}
+    # no macAddress on the seed's VLANs: the bond's, which is its first member's (nic0, from eno1)
+    assert rendered["links"][3] == {"type": "vlan", "id": "bond1.11", "mtu": 9000, "vlan_link": "bond1", "vlan_id": 11,
+                                    "vlan_mac_address": "52:54:00:00:00:01"}
     assert rendered["networks"][0]["routes"] == [{"network": "0.0.0.0", "netmask": "0.0.0.0",
-                                                  "gateway": "192.168.11.1"}]
+                                                  "gateway": "192.168.11.1", "services": []}]
     assert r.pool_names(SEED) == ["mgmt-az-a-pool", "storage-az-a-pool"]
     assert r.referenced_pools(UPSTREAM) == ["mgmt-az-a-pool", "storage-az-a-pool"]
 
@@ -227,8 +230,8 @@ def test_route_gateways_from_a_pool_ref_and_a_pool_annotation():
                            "fromIPPool": "storage"}}]  # the annotation wins over fromIPPool
     spec = {"networks": {"ipv4DHCP": [{"id": "d", "link": "eth0", "routes": routes}]}}
     rendered = r.render_network_data(spec, ADDRESSES, HOST, OBJECTS)["networks"][0]["routes"]
-    assert rendered == [{"network": "10.0.0.0", "netmask": "255.0.0.0", "gateway": "192.168.11.1"},
-                        {"network": "10.1.0.0", "netmask": "255.255.0.0", "gateway": "192.168.11.1"}]
+    assert rendered == [{"network": "10.0.0.0", "netmask": "255.0.0.0", "gateway": "192.168.11.1", "services": []},
+                        {"network": "10.1.0.0", "netmask": "255.255.0.0", "gateway": "192.168.11.1", "services": []}]
     assert r.referenced_pools({"networkData": spec}) == ["mgmt"]
     assert r.pool_names({"networkData": spec}, OBJECTS) == ["mgmt"]
 

@@ -1,0 +1,196 @@
+"""networkData rendered as cloud-init reads it and as CAPM3's renderNetworkLinks / getRoutesv4 write it.
+
+Upstream: baremetal/metal3data_manager.go and api/v1beta2/metal3datatemplate_types.go of
+metal3-io/cluster-api-provider-metal3; cloud-init's reader is convert_net_json in
+cloudinit/sources/helpers/openstack.py, which reads ``link["vlan_mac_address"]`` on every VLAN.
+"""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.templating import render as r
+
+ADDRESSES = {"mgmt": {"address": "192.168.11.10", "prefix": 24, "gateway": "192.168.11.1",
+                      "dnsServers": ["192.168.11.2"]}}
+HOST = {"metadata": {"name": "host-0", "annotations": {"mac": "52:54:00:00:00:09"}},
+        "spec": {"bootMACAddress": "52:54:00:00:00:01"},
+        "status": {"hardware": {"nics": [{"name": "eno1", "mac": "52:54:00:00:00:01"},
+                                         {"name": "eno2", "mac": "52:54:00:00:00:02"}]}}}
+OBJECTS = {"baremetalhost": HOST}
+
+NIC0 = {"id": "nic0", "type": "phy", "macAddress": {"fromHostInterface": "eno1"}}
+NIC1 = {"id": "nic1", "type": "phy", "macAddress": {"fromHostInterface": "eno2"}}
+NIC_BY_NAME = {"id": "nic2", "type": "phy", "name": "enp3s0"}
+BOND = {"id": "bond1", "bondMode": "802.3ad", "bondLinks": ["nic0", "nic1"]}
+
+
+def render(links: dict) -> dict[str, dict]:
+    """The rendered links by id."""
+    return {link["id"]: link for link in r.render_network_data({"links": links}, ADDRESSES, HOST, OBJECTS)["links"]}
+
+
+# 1. links → the vlan_mac_address of vlan "v" (cloud-init's converter needs the key on every VLAN)
+VLAN_MAC = [
+    pytest.param({"ethernets": [NIC0, NIC1], "bonds": [BOND], "vlans": [{"id": "v", "vlanID": 11, "link": "bond1"}]},
+                 "52:54:00:00:00:01", id="bond-without-mac-takes-its-first-member's"),
+    pytest.param({"ethernets": [NIC0, NIC1], "bonds": [{**BOND, "bondLinks": ["nic1", "nic0"]}],
+                  "vlans": [{"id": "v", "vlanID": 11, "vlanLink": "bond1"}]},
+                 "52:54:00:00:00:02", id="first-member-is-the-first-in-bondLinks"),
+    pytest.param({"ethernets": [NIC0, NIC1], "bonds": [{**BOND, "macAddress": {"string": "52:54:00:00:00:0b"}}],
+                  "vlans": [{"id": "v", "vlanID": 11, "vlanLink": "bond1"}]},
+                 "52:54:00:00:00:0b", id="bond-with-its-own-mac"),
+    pytest.param({"ethernets": [NIC1], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic1"}]},
+                 "52:54:00:00:00:02", id="ethernet-fromHostInterface"),
+    pytest.param({"ethernets": [{"id": "e", "type": "phy", "name": "eth7", "macAddress": {"fromAnnotation": {
+                      "object": "baremetalhost", "annotation": "mac"}}}],
+                  "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "e"}]},
+                 "52:54:00:00:00:09", id="ethernet-fromAnnotation"),
+    pytest.param({"ethernets": [NIC0], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic0",
+                                                  "macAddress": {"string": "52:54:00:00:00:0c"}}]},
+                 "52:54:00:00:00:0c", id="vlan-with-its-own-mac-keeps-it"),
+    pytest.param({"ethernets": [NIC_BY_NAME], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic2",
+                                                         "macAddress": {"fromHostInterface": "eno2"}}]},
+                 "52:54:00:00:00:02", id="vlan-on-a-named-ethernet-with-its-own-mac"),
+    pytest.param({"vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic0"}], "ethernets": [NIC0]},
+                 "52:54:00:00:00:01", id="links-listed-vlans-first"),
+]
+
+
+@pytest.mark.parametrize(("links", "mac"), VLAN_MAC)
+def test_a_vlan_without_mac_address_takes_the_mac_of_its_link(links, mac):
+    assert render(links)["v"]["vlan_mac_address"] == mac
+
+
+# the seed's az-a template (feature request CAPM3#2716), as written: no macAddress on its VLANs
+SEED_LINKS = yaml.safe_load("""
+ethernets:
+- {id: nic0, type: phy, macAddress: {fromHostInterface: eno1}}
+- {id: nic1, type: phy, macAddress: {fromHostInterface: eno2}}
+bonds:
+- {id: bond1, type: bond, interfaces: [nic0, nic1], bondMode: "802.3ad", bondMiimon: 100, bondLACPRate: fast,
+   bondXmitHashPolicy: "layer3+4"}
+vlans:
+- {id: bond1.11, type: vlan, link: bond1, vlanID: 11, mtu: 9000}
+- {id: bond1.12, type: vlan, link: bond1, vlanID: 12}
+""")
+
+
+def test_the_seeds_vlans_render_every_key_cloud_init_reads():
+    links = render(SEED_LINKS)
+    for vlan in ("bond1.11", "bond1.12"):
+        assert {"vlan_link", "vlan_id", "vlan_mac_address"} <= set(links[vlan])
+        assert links[vlan]["vlan_mac_address"] == "52:54:00:00:00:01"  # nic0's, the bond's first member
+
+
+# links → the error, naming the VLAN's macAddress
+VLAN_MAC_ERRORS = [
+    pytest.param({"vlans": [{"id": "v", "vlanID": 5, "vlanLink": "bond9"}]},
+                 "networkData.links.vlans[0].macAddress: required: there is no link 'bond9'", id="unknown-link"),
+    pytest.param({"ethernets": [NIC_BY_NAME], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic2"}]},
+                 "networkData.links.vlans[0].macAddress: required: the link 'nic2' has no MAC address",
+                 id="ethernet-by-name-only"),
+    pytest.param({"ethernets": [NIC_BY_NAME, NIC0], "bonds": [{**BOND, "bondLinks": ["nic2", "nic0"]}],
+                  "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "bond1"}]},
+                 "networkData.links.vlans[0].macAddress: required: the link 'bond1' has no MAC address",
+                 id="bond-whose-first-member-is-by-name-only"),
+]
+
+
+@pytest.mark.parametrize(("links", "message"), VLAN_MAC_ERRORS)
+def test_a_vlan_whose_link_has_no_mac_needs_its_own(links, message):
+    with pytest.raises(Invalid) as error:
+        render(links)
+    assert str(error.value).startswith(message)
+
+
+# 2. links → the ids in the order rendered: upstream's renderNetworkLinks writes bonds, then ethernets, then vlans
+ORDER = [
+    pytest.param({"ethernets": [NIC0, NIC1], "bonds": [BOND], "vlans": [{"id": "v", "vlanID": 5, "link": "bond1"}]},
+                 ["bond1", "nic0", "nic1", "v"], id="ethernets-bonds-vlans"),
+    pytest.param({"vlans": [{"id": "v", "vlanID": 5, "link": "bond1"}], "bonds": [BOND], "ethernets": [NIC0, NIC1]},
+                 ["bond1", "nic0", "nic1", "v"], id="vlans-bonds-ethernets"),
+    pytest.param({"ethernets": [NIC1, NIC0], "bonds": [{**BOND, "id": "b2"}, BOND]},
+                 ["b2", "bond1", "nic1", "nic0"], id="each-kind-in-its-own-order"),
+    pytest.param({"ethernets": [NIC0], "vlans": [{"id": "v", "vlanID": 5, "link": "nic0"}]},
+                 ["nic0", "v"], id="no-bonds"),
+]
+
+
+@pytest.mark.parametrize(("links", "ids"), ORDER)
+def test_links_are_rendered_in_upstreams_order(links, ids):
+    rendered = r.render_network_data({"links": links}, ADDRESSES, HOST, OBJECTS)["links"]
+    assert [link["id"] for link in rendered] == ids
+
+
+# 3. a bond → its bond_xmit_hash_policy: upstream always writes the key, empty when the policy is not set
+XMIT_HASH_POLICY = [
+    pytest.param({}, "", id="unset"),
+    pytest.param({"bondXmitHashPolicy": ""}, "", id="empty"),
+    pytest.param({"bondXmitHashPolicy": "layer2"}, "layer2", id="layer2"),
+    pytest.param({"bondXmitHashPolicy": "layer2+3"}, "layer2+3", id="layer2+3"),
+]
+
+
+@pytest.mark.parametrize(("fields", "policy"), XMIT_HASH_POLICY)
+def test_bond_xmit_hash_policy_is_always_rendered(fields, policy):
+    bond = render({"ethernets": [NIC0, NIC1], "bonds": [{**BOND, **fields}]})["bond1"]
+    assert bond["bond_xmit_hash_policy"] == policy
+
+
+def test_a_parameter_may_never_set_the_xmit_hash_policy_even_when_unset():
+    bond = {**BOND, "parameters": [{"name": "xmit_hash_policy", "value": "layer2"}]}
+    with pytest.raises(Invalid, match=r"^networkData\.links\.bonds\[0\]\.parameters\[0\]\.name: illegal params"):
+        render({"ethernets": [NIC0, NIC1], "bonds": [bond]})
+
+
+# a route → its services: upstream writes the key on every route, an empty list when there are none
+ROUTE_SERVICES = [
+    pytest.param({}, [], id="none"),
+    pytest.param({"services": {}}, [], id="empty"),
+    pytest.param({"services": {"dns": ["8.8.8.8"]}}, [{"type": "dns", "address": "8.8.8.8"}], id="dns"),
+    pytest.param({"services": {"dnsFromIPPool": "mgmt"}}, [{"type": "dns", "address": "192.168.11.2"}],
+                 id="dnsFromIPPool"),
+]
+
+
+@pytest.mark.parametrize(("fields", "services"), ROUTE_SERVICES)
+@pytest.mark.parametrize("kind", ["ipv4", "ipv4DHCP"])
+def test_route_services_are_always_rendered(kind, fields, services):
+    route = {"network": "10.0.0.0", "prefix": 8, "gateway": {"string": "192.168.11.1"}, **fields}
+    network = {"id": "n", "link": "nic0", "routes": [route]}
+    if kind == "ipv4":
+        network["ipAddressFromIPPool"] = "mgmt"
+    rendered = r.render_network_data({"networks": {kind: [network]}}, ADDRESSES, HOST, OBJECTS)
+    assert rendered["networks"][0]["routes"] == [{"network": "10.0.0.0", "netmask": "255.0.0.0",
+                                                  "gateway": "192.168.11.1", "services": services}]
+
+
+# 4. a link given by kernel name without macAddress → the link rendered: name, and no MAC key
+BY_NAME = [
+    pytest.param({"ethernets": [NIC_BY_NAME]}, "nic2",
+                 {"type": "phy", "id": "nic2", "mtu": 1500, "name": "enp3s0"}, id="ethernet"),
+    pytest.param({"ethernets": [{**NIC_BY_NAME, "mtu": 9000, "type": "ovs"}]}, "nic2",
+                 {"type": "ovs", "id": "nic2", "mtu": 9000, "name": "enp3s0"}, id="ethernet-ovs-mtu"),
+    pytest.param({"ethernets": [NIC_BY_NAME], "bonds": [{"id": "b", "name": "bond0", "bondMode": "active-backup",
+                                                         "bondLinks": ["nic2"]}]}, "b",
+                 {"type": "bond", "id": "b", "mtu": 1500, "bond_mode": "active-backup", "bond_xmit_hash_policy": "",
+                  "bond_links": ["nic2"], "name": "bond0"}, id="bond"),
+    pytest.param({"ethernets": [{**NIC0, "name": "eth0"}]}, "nic0",
+                 {"type": "phy", "id": "nic0", "mtu": 1500, "name": "eth0",
+                  "ethernet_mac_address": "52:54:00:00:00:01"},
+                 id="ethernet-name-and-mac-renames"),
+]
+
+
+@pytest.mark.parametrize(("links", "link_id", "expected"), BY_NAME)
+def test_links_given_by_kernel_name(links, link_id, expected):
+    assert render(links)[link_id] == expected
+
+
+def test_an_ethernet_needs_a_mac_address_or_a_name():
+    with pytest.raises(Invalid, match=r"^networkData\.links\.ethernets\[0\]\.macAddress: required unless name is set"):
+        render({"ethernets": [{"id": "e", "type": "phy"}]})
+    with pytest.raises(Invalid, match=r"^networkData\.links\.ethernets\[0\]\.name: 'bad name' is not an interface"):
+        render({"ethernets": [{"id": "e", "type": "phy", "name": "bad name"}]})
