@@ -526,6 +526,8 @@ class _Reconcile:
         node = self._registered_node()
         if node is None:
             return POLL
+        if self._inspection_disabled():
+            return self._skip_inspection(node)
         state = node["provision_state"]
         if state in ("inspecting", "inspect wait"):
             return POLL
@@ -547,6 +549,24 @@ class _Reconcile:
             raise HostFailure(INSPECTION_ERROR, node["last_error"] or "inspection failed")
         self.message = "inspecting"
         return POLL
+
+    def _skip_inspection(self, node: Node) -> float | None:
+        """Inspection disabled on a host already inspecting (say after it failed): skipped, as upstream's
+        actionInspecting does, and on to preparing with the inspection error cleared. The node is first taken
+        back to manageable (an inspection still waiting is aborted), which the later states start from."""
+        state = node["provision_state"]
+        if state == "inspecting":
+            return POLL
+        if state == "inspect wait":
+            self.ironic.set_provision_state(node, "abort")
+            self.message = "inspection disabled: aborting the inspection"
+            return POLL
+        if state == "inspect failed":  # Ironic may leave target_provision_state set here: manage clears it
+            self.ironic.set_provision_state(node, "manage")
+            self.message = "inspection disabled: taking the node back to manageable"
+            return POLL
+        self._hardware_from_annotation()
+        return self._advance(PREPARING, "inspection disabled: skipped")
 
     def _preparing(self) -> float | None:
         if self._registered_node() is None:

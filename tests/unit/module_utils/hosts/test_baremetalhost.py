@@ -199,3 +199,68 @@ def test_a_bmc_address_that_cannot_be_read_is_a_registration_error_until_the_spe
     store.patch(ref, {"spec": {"bmc": {"address": "fake://x"}}})
     last = settle(store, ironic, ref)
     assert last.state == "available" and not last.error
+
+
+class FailingInspection(ScriptedIronic):
+    """Ironic whose inspection never succeeds (sushy-tools' systems under redfish inspection): it fails, or
+    hangs waiting for an agent that never calls back."""
+
+    def __init__(self, inspection_ends_in: str):
+        super().__init__()
+        self.inspection_ends_in = inspection_ends_in
+
+    def set_provision_state(self, node, target, **kwargs):
+        stored = self.nodes[node["id"]]
+        if target == "inspect":
+            self.calls.append(target)
+            stored["provision_state"] = self.inspection_ends_in
+            if self.inspection_ends_in == "inspect failed":
+                stored.update(last_error="Failed to inspect hardware: no Processors",
+                              target_provision_state="manageable")
+            return
+        if target == "abort":
+            self.calls.append(target)
+            stored.update(provision_state="inspect failed", last_error="Inspection was aborted by request.")
+            return
+        stored["target_provision_state"] = None
+        super().set_provision_state(node, target, **kwargs)
+
+
+HARDWARE = {"cpu": {"arch": "x86_64", "count": 2}, "ramMebibytes": 2048}
+
+# inspection fails (or hangs) → disabled by spec or annotation → the host moves on, as upstream's
+SKIPPED_INSPECTION = [
+    pytest.param("inspect failed", {"spec": {"inspectionMode": "disabled"}}, {}, "available", id="failed-spec"),
+    pytest.param("inspect failed", {"metadata": {"annotations": {bmh.INSPECT_ANNOTATION: "disabled"}}}, {},
+                 "available", id="failed-annotation"),
+    pytest.param("inspect failed", {"spec": {"inspectionMode": "disabled", "image": {"url": "http://i/os.img"}}}, {},
+                 "provisioned", id="failed-then-provisioned"),
+    pytest.param("inspect failed", {"spec": {"inspectionMode": "disabled"}, "metadata": {"annotations": {
+        bmh.HARDWARE_DETAILS_ANNOTATION: '{"cpu": {"arch": "x86_64", "count": 2}, "ramMebibytes": 2048}'}}},
+        HARDWARE, "available", id="failed-hardware-by-hand"),
+    pytest.param("inspect wait", {"spec": {"inspectionMode": "disabled"}}, {}, "available", id="hanging-aborted"),
+]
+
+
+@pytest.mark.parametrize(("inspection_ends_in", "patch", "hardware", "expected"), SKIPPED_INSPECTION)
+def test_a_host_whose_inspection_failed_moves_on_once_inspection_is_disabled(store, inspection_ends_in, patch,
+                                                                             hardware, expected):
+    ironic = FailingInspection(inspection_ends_in)
+    ref = host(store)
+    steps = [bmh.reconcile_host(store, ironic, ref) for _step in range(4)]
+    assert steps[-1].state == "inspecting" and "inspect" in ironic.calls
+    if inspection_ends_in == "inspect failed":
+        assert steps[-1].requeue_after >= bmh.BACKOFF_BASE  # backing off, inspecting again and again
+        assert store.get(ref)["status"]["errorType"] == "inspection error"
+    store.patch(ref, patch)
+    inspections = ironic.calls.count("inspect")
+    last = settle(store, ironic, ref)
+    assert last.state == expected and not last.error
+    status = store.get(ref)["status"]
+    assert status["errorCount"] == 0 and status["operationalStatus"] == "OK"
+    assert "errorMessage" not in status
+    if hardware:
+        assert status["hardware"] == hardware
+    node = ironic.get_node("ns~h")
+    assert node["provision_state"] == ("active" if expected == "provisioned" else "manageable")
+    assert ironic.calls.count("inspect") == inspections  # never inspected again
