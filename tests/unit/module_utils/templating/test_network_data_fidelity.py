@@ -43,8 +43,8 @@ VLAN_MAC = [
                  "52:54:00:00:00:0b", id="bond-with-its-own-mac"),
     pytest.param({"ethernets": [NIC1], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic1"}]},
                  "52:54:00:00:00:02", id="ethernet-fromHostInterface"),
-    pytest.param({"ethernets": [{"id": "e", "type": "phy", "name": "eth7", "macAddress": {"fromAnnotation": {
-                      "object": "baremetalhost", "annotation": "mac"}}}],
+    pytest.param({"ethernets": [{"id": "e", "type": "phy", "name": "eth7",
+                                 "macAddress": {"fromAnnotation": {"object": "baremetalhost", "annotation": "mac"}}}],
                   "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "e"}]},
                  "52:54:00:00:00:09", id="ethernet-fromAnnotation"),
     pytest.param({"ethernets": [NIC0], "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic0",
