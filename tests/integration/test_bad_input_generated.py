@@ -12,15 +12,15 @@ import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.api.crds import CRDS
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import apply, complete, load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import MAX_OBJECT_BYTES
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
+from tests.integration.crd_schemas import SCHEMAS, set_path, shown, walk
 
 NS = "fuzz"
 # A valid object of each kind: every case is one of these with one thing made wrong.
@@ -64,57 +64,9 @@ class Case:
         return f"{self.what} @ {self.field}"
 
 
-def _schemas() -> dict[str, tuple[str, dict[str, Any]]]:
-    found = {}
-    for crd in CRDS:
-        version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
-        found[crd["spec"]["names"]["kind"]] = (f"{crd['spec']['group']}/{version['name']}",
-                                               version["schema"]["openAPIV3Schema"])
-    return found
-
-
-SCHEMAS = _schemas()
-
-
 def baseline(kind: str, name: str = "fuzzed") -> dict[str, Any]:
     return {"apiVersion": SCHEMAS[kind][0], "kind": kind, "metadata": {"name": name, "namespace": NS},
             "spec": copy.deepcopy(BASELINES[kind])}
-
-
-def set_path(obj: dict[str, Any], parts: list[str], value: Any) -> None:
-    """Set the field at ``parts`` ('0' is an index; lists and maps made on the way)."""
-    node: Any = obj
-    for part, following in zip(parts[:-1], parts[1:], strict=True):
-        empty: Any = [] if following == "0" else {}
-        if isinstance(node, list):
-            if not node or not isinstance(node[0], type(empty)):
-                node[:] = [empty]
-            node = node[0]
-        else:
-            if not isinstance(node.get(part), type(empty)):
-                node[part] = empty
-            node = node[part]
-    if isinstance(node, list):
-        node[:] = [value]
-    else:
-        node[parts[-1]] = value
-
-
-def shown(parts: list[str]) -> str:
-    return ".".join(parts).replace(".0.", "[0].").replace(".0", "[0]")
-
-
-def walk(node: dict[str, Any], parts: list[str]) -> Iterator[tuple[list[str], dict[str, Any]]]:
-    """Every schema node under ``node``, with its path; nothing under preserve-unknown-fields."""
-    yield parts, node
-    if node.get("x-kubernetes-preserve-unknown-fields"):
-        return
-    for key, sub in (node.get("properties") or {}).items():
-        yield from walk(sub, [*parts, key])
-    if isinstance(node.get("items"), dict):
-        yield from walk(node["items"], [*parts, "0"])
-    if isinstance(node.get("additionalProperties"), dict):
-        yield from walk(node["additionalProperties"], [*parts, "az-a"])
 
 
 def schema_cases() -> list[Case]:
@@ -196,8 +148,10 @@ MANIFEST_CASES = schema_cases() + metadata_cases() + other_cases()
 def named(field: str, message: str) -> bool:
     """Whether ``message`` names ``field``, in either store's spelling (a.b[0].c, a[b].c, a.b.c for a list)."""
     words = [w for w in re.split(r"[.\[\]]+", field) if w]
-    pattern = "".join(f"(\\W+{w})?" if w.isdigit() else f"\\W+{re.escape(w)}" for w in words)
-    return bool(re.search(pattern[3:] if not words[0].isdigit() else pattern, message))
+    pattern = re.escape(words[0])
+    for word in words[1:]:  # a list index may be left out (kube-apiserver's metadata.ownerReferences.uid)
+        pattern += rf"(\W+{word})?" if word.isdigit() else rf"\W+{re.escape(word)}"
+    return bool(re.search(pattern, message))
 
 
 def named_by_the_cluster(field: str, message: str) -> bool:

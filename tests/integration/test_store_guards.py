@@ -5,66 +5,27 @@ object name before it gets there. Objects are held to the size a Kubernetes API 
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import MAX_OBJECT_BYTES, Ref
+from tests.integration.crd_schemas import SCHEMAS, set_path, shown, walk
 
-REPO = Path(__file__).resolve().parents[2]
 TRAVERSALS = ["../../other/secrets/prod-bmc", "..", "a/b", "a%2Fb", "UPPER", "x" * 254]
 
 
-def crd_name_fields() -> list[tuple[str, str, str]]:
-    """(apiVersion, kind, dotted path) of every spec field of the collection's CRDs that names an object."""
-    found = []
-
-    def walk(node: dict, path: list[str], api_version: str, kind: str) -> None:
-        for key, sub in (node.get("properties") or {}).items():
-            if key == "status" and not path:
-                continue
-            names_object = key in ("name", "namespace") or (key.endswith(("Name", "Namespace")) and key != "deviceName")
-            if names_object and sub.get("type") == "string":
-                found.append((api_version, kind, ".".join([*path, key])))
-            walk(sub, [*path, key], api_version, kind)
-        if isinstance(node.get("additionalProperties"), dict):
-            walk(node["additionalProperties"], [*path, "az-a"], api_version, kind)
-        if isinstance(node.get("items"), dict):
-            walk(node["items"], [*path, "0"], api_version, kind)
-
-    for crd_file in sorted((REPO / "config" / "crd").glob("*.yaml")):
-        for crd in yaml.safe_load_all(crd_file.read_text()):
-            if not crd:
-                continue
-            for version in crd["spec"]["versions"]:
-                api_version = f"{crd['spec']['group']}/{version['name']}"
-                walk(version["schema"]["openAPIV3Schema"], [], api_version, crd["spec"]["names"]["kind"])
-    return found
+def names_an_object(key: str, node: dict) -> bool:
+    return node.get("type") == "string" and (
+        key in ("name", "namespace") or (key.endswith(("Name", "Namespace")) and key != "deviceName"))
 
 
-def with_field(api_version: str, kind: str, path: str, value: str, namespace: str) -> dict:
-    """An object of ``kind`` with the field at ``path`` set (lists and maps made on the way)."""
-    obj: dict = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "intruder", "namespace": namespace}}
-    parts = path.split(".")
-    node: dict | list = obj
-    for part, following in zip(parts, [*parts[1:], None], strict=True):
-        child = value if following is None else ([] if following == "0" else {})
-        if isinstance(node, list):
-            node.append(child)
-        else:
-            node.setdefault(part, child)
-            child = node[part]
-        node = child
-    return obj
-
-
-NAME_FIELDS = crd_name_fields()
+# (apiVersion, kind, field path) of every spec field of the collection's CRDs that names an object.
+NAME_FIELDS = [(api_version, kind, parts) for kind, (api_version, schema) in SCHEMAS.items()
+               for parts, node in walk(schema["properties"]["spec"], ["spec"]) if names_an_object(parts[-1], node)]
 
 
 def test_every_object_naming_field_of_the_crds_is_found():
-    paths = {(kind, path) for _api, kind, path in NAME_FIELDS}
+    paths = {(kind, ".".join(parts)) for _api, kind, parts in NAME_FIELDS}
     assert ("BareMetalHost", "spec.bmc.credentialsName") in paths
     assert ("BareMetalHost", "spec.userData.name") in paths
     assert ("Metal3Data", "spec.metaData.name") in paths
@@ -72,14 +33,15 @@ def test_every_object_naming_field_of_the_crds_is_found():
     assert len(NAME_FIELDS) >= 40
 
 
-@pytest.mark.parametrize(("api_version", "kind", "path"), NAME_FIELDS, ids=[f"{k}:{p}" for _a, k, p in NAME_FIELDS])
+@pytest.mark.parametrize(("api_version", "kind", "parts"), NAME_FIELDS,
+                         ids=[f"{k}:{'.'.join(p)}" for _a, k, p in NAME_FIELDS])
 def test_a_traversal_in_any_field_that_names_an_object_is_refused_naming_the_field(
-        store, namespace, api_version, kind, path):
-    obj = with_field(api_version, kind, path, "../../other/secrets/prod-bmc", namespace)
+        store, namespace, api_version, kind, parts):
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "intruder", "namespace": namespace}}
+    set_path(obj, parts, "../../other/secrets/prod-bmc")
     with pytest.raises(Invalid) as refused:
         store.create(obj)
-    shown = path.replace(".0.", "[0].").replace(".0", "[0]")
-    assert shown in str(refused.value) or path in str(refused.value)
+    assert shown(parts) in str(refused.value) or ".".join(parts) in str(refused.value)
     assert store.get_if_exists(Ref(api_version, kind, "intruder", namespace)) is None
 
 

@@ -116,8 +116,9 @@ def _validate_metadata(info: KindInfo, obj: dict[str, Any]) -> list[str]:
     if problem:
         problems.append(f"metadata.name: {problem}")
     namespace = metadata.get("namespace")
-    if namespace is not None and dns_label_problem(namespace):
-        problems.append(f"metadata.namespace: {dns_label_problem(namespace)}")
+    namespace_problem = dns_label_problem(namespace) if namespace is not None else None
+    if namespace_problem:
+        problems.append(f"metadata.namespace: {namespace_problem}")
     for field, check in (("labels", validate_labels), ("annotations", _validate_annotations)):
         value = metadata.get(field)
         if value is None:

@@ -63,8 +63,9 @@ class MachineSet:
         """Invalid naming the first option that cannot name what it names, before anything is read or written."""
         check_namespace(self.namespace, "namespace")
         # The set's name is its Machines' label value and the prefix of their names (<name>-<index>).
-        if dns_label_problem(self.name):
-            raise Invalid(f"name: {dns_label_problem(self.name)}")
+        name_problem = dns_label_problem(self.name)
+        if name_problem:
+            raise Invalid(f"name: {name_problem}")
         for field, value in (("cluster", self.cluster), ("template", self.template),
                              ("bootstrap_secret", self.bootstrap_secret)):
             if value is not None:

@@ -185,6 +185,7 @@ class LocalStore(Store):
     def _write(self, row_id: int | None, info: KindInfo, obj: Object) -> int:
         metadata = obj["metadata"]
         body = json.dumps(obj, separators=(",", ":"))
+        check_size(obj, body)  # the body written is the one measured: one encoding per write
         if row_id is None:
             cursor = self._db.execute(
                 "INSERT INTO objects (grp, kind, namespace, name, uid, body) VALUES (?, ?, ?, ?, ?, ?)",
@@ -287,7 +288,6 @@ class LocalStore(Store):
         if info.status_subresource:
             obj.pop("status", None)
         fold_string_data(obj)
-        check_size(obj)
         with self._transaction(dry_run):
             if self._row(info, metadata["namespace"], metadata["name"]) is not None:
                 raise AlreadyExists(f'{info.resource} "{metadata["name"]}" already exists')
@@ -363,7 +363,6 @@ class LocalStore(Store):
         new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
         validate(info, new)
         fold_string_data(new)
-        check_size(new)
         if current["metadata"].get("deletionTimestamp"):
             added = set(metadata.get("finalizers") or []) - set(current["metadata"].get("finalizers") or [])
             if added:

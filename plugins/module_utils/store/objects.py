@@ -147,9 +147,10 @@ def owner_uids(obj: Object) -> list[str]:
 MAX_OBJECT_BYTES = 1572864
 
 
-def check_size(obj: Object) -> None:
-    """BadRequest when ``obj`` is larger than a Kubernetes API server stores."""
-    size = len(json.dumps(obj, separators=(",", ":")))
+def check_size(obj: Object, encoded: str | None = None) -> None:
+    """BadRequest when ``obj`` (``encoded``, when the caller has it already) is larger than a Kubernetes API
+    server stores."""
+    size = len(encoded if encoded is not None else json.dumps(obj, separators=(",", ":")))
     if size > MAX_OBJECT_BYTES:
         raise BadRequest(f"{Ref.of(obj)}: Request entity too large: the object is {size} bytes, more than the "
                          f"{MAX_OBJECT_BYTES} bytes (1.5 MiB) a Kubernetes API server stores")
