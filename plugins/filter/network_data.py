@@ -13,9 +13,13 @@ description:
     the OpenStack C(network_data.json) form cloud-init reads (C(links), C(networks), C(services)).
   - Accepts upstream's field names and the spellings of the per-failure-domain feature request (bond
     C(interfaces), C(bondMiimon), C(bondLACPRate); vlan C(link); route C(to)/C(via)); both render alike.
-  - C(links) come in CAPM3's order - bonds, then ethernets, then vlans. Every bond has C(bond_xmit_hash_policy)
-    (empty when C(bondXmitHashPolicy) is not set) and every route has C(services) (an empty list when it has
-    none), as CAPM3 writes them.
+  - C(links) come in CAPM3's order - bonds, then ethernets, then vlans. Every route has C(services) (an empty
+    list when it has none), as CAPM3 writes them. A bond has C(bond_xmit_hash_policy) only when
+    C(bondXmitHashPolicy) is set (CAPM3 writes an empty one, which cloud-init puts into netplan as an invalid
+    C(transmit-hash-policy)).
+  - Every link a bond (C(bondLinks)), a vlan (C(vlanLink)) or a network (C(link)) names must be in C(links), and
+    a link may be in one bond only; a MAC address written with C(-) is rendered with C(:). cloud-init cannot
+    read such network_data otherwise.
   - An ethernet or bond may be given by its kernel C(name) without C(macAddress); it is then rendered with
     C(name) and no C(ethernet_mac_address). An ethernet needs at least one of the two.
   - A vlan given without C(macAddress) gets the MAC address of the link it sits on as C(vlan_mac_address),

@@ -9,10 +9,18 @@ documents (bond ``interfaces``, ``bondMiimon``, ``bondLACPRate``; vlan ``link``;
 and renders both spellings alike. Every error is an :class:`Invalid` whose message starts with the path of
 the field at fault.
 
-Where upstream renders what cloud-init's converter cannot read, the renderer differs: a VLAN without
-``macAddress`` gets the MAC of the link it sits on as ``vlan_mac_address`` (upstream leaves the key out and
-cloud-init fails with ``KeyError``), and an ethernet needs ``macAddress`` or ``name`` (cloud-init fails on one
-with neither).
+Where upstream renders what cloud-init's converter and netplan renderer cannot read, the renderer differs
+(``make test`` feeds every rendering through Debian's cloud-init to keep it so):
+
+- a VLAN without ``macAddress`` gets the MAC of the link it sits on as ``vlan_mac_address`` (upstream leaves
+  the key out and cloud-init fails with ``KeyError``);
+- an ethernet needs ``macAddress`` or ``name`` (cloud-init fails on one with neither);
+- a bond without ``bondXmitHashPolicy`` has no ``bond_xmit_hash_policy`` (upstream writes ``""``, which
+  cloud-init carries into netplan as the invalid ``transmit-hash-policy: ''``);
+- a MAC address is written with ``:`` (``52-54-...`` matches no NIC in cloud-init nor in netplan);
+- a bond member, a VLAN's link and a network's link must name a link of ``networkData.links`` (cloud-init
+  fails with ``KeyError`` on the first two and silently drops a network whose link is not there), and a link
+  is a member of one bond at most (cloud-init's netplan leaves the earlier bond without it).
 """
 from __future__ import annotations
 
@@ -113,11 +121,17 @@ def render_network_data(network_data: dict, addresses: Addresses, host: dict | N
     elif objects.get("baremetalhost") is None:
         objects["baremetalhost"] = _object_mapping(host, "host")
     addresses = _mapping(addresses, "addresses")
-    return {
-        "links": _links(network_data.get("links"), host, objects),
-        "networks": _networks(network_data.get("networks"), addresses, objects),
+    references: list[tuple[str, str]] = []  # (field, the link id it names), checked once every link is known
+    rendered = {
+        "links": _links(network_data.get("links"), host, objects, references),
+        "networks": _networks(network_data.get("networks"), addresses, objects, references),
         "services": _dns_services(network_data.get("services"), "networkData.services", addresses, objects),
     }
+    ids = {link["id"] for link in rendered["links"]}
+    for field, link_id in references:
+        if link_id not in ids:  # cloud-init: KeyError on a bond member or VLAN link; a network is dropped
+            raise Invalid(f"{field}: there is no link '{link_id}' in networkData.links")
+    return rendered
 
 
 def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addresses: Addresses,
@@ -307,18 +321,29 @@ def _pool_address(pool: dict, name: str, path: str, version: int) -> str:
 
 # -- networkData --------------------------------------------------------------------------------------------
 
-def _links(value: Any, host: dict | None, objects: dict[str, dict]) -> list[dict[str, Any]]:
+def _links(value: Any, host: dict | None, objects: dict[str, dict],
+           references: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The links in upstream's order (renderNetworkLinks): bonds, then ethernets, then vlans.
 
     cloud-init resolves ``bond_links`` and ``vlan_link`` after reading every link, so the order is not a
     dependency order. A VLAN given without ``macAddress`` takes the MAC of the link it sits on (see
-    :func:`_vlan_mac`), because cloud-init's converter requires ``vlan_mac_address``.
+    :func:`_vlan_mac`), because cloud-init's converter requires ``vlan_mac_address``. Every bond member and
+    VLAN link is added to ``references``.
     """
     links = _fields(value, "networkData.links", ("ethernets", "bonds", "vlans"))
     ethernets = [_ethernet(_fields(item, path, ETHERNET_FIELDS), path, host, objects)
                  for path, item in _items(links.get("ethernets"), "networkData.links.ethernets")]
-    bonds = [_bond(_fields(item, path, BOND_FIELDS), path, host, objects)
-             for path, item in _items(links.get("bonds"), "networkData.links.bonds")]
+    bonds = []
+    bond_of: dict[str, str] = {}  # member -> its bond: a NIC is enslaved to one bond at most
+    for path, item in _items(links.get("bonds"), "networkData.links.bonds"):
+        entry = _bond(_fields(item, path, BOND_FIELDS), path, host, objects)
+        field = f"{path}.{_aliased(item, path, 'bondLinks', 'interfaces')}"
+        for i, member in enumerate(entry["bond_links"]):
+            if member in bond_of:  # cloud-init's netplan renders the earlier bond without it
+                raise Invalid(f"{field}[{i}]: '{member}' is already a member of the bond '{bond_of[member]}'")
+            bond_of[member] = entry["id"]
+            references.append((f"{field}[{i}]", member))
+        bonds.append(entry)
     # link id -> its MAC address (None when given by name only), for the VLANs that name no MAC of their own
     macs: dict[str, str | None] = {}
     for entry in ethernets:
@@ -329,9 +354,11 @@ def _links(value: Any, host: dict | None, objects: dict[str, dict]) -> list[dict
     for path, item in _items(links.get("vlans"), "networkData.links.vlans"):
         link = _fields(item, path, VLAN_FIELDS)
         _fixed_type(link, path, "vlan")
+        link_field = _aliased(link, path, "vlanLink", "link")
         entry = {"type": "vlan", "id": _string(link, "id", path), "mtu": _mtu(link, path),
-                 "vlan_link": _string(link, _aliased(link, path, "vlanLink", "link"), path),
+                 "vlan_link": _string(link, link_field, path),
                  "vlan_id": _integer(link.get("vlanID"), f"{path}.vlanID", *VLAN_ID_RANGE)}
+        references.append((f"{path}.{link_field}", entry["vlan_link"]))
         _named(entry, link, path)
         if link.get("macAddress") is not None:
             entry["vlan_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
@@ -370,11 +397,11 @@ def _bond(link: dict, path: str, host: dict | None, objects: dict[str, dict]) ->
     _fixed_type(link, path, "bond")
     entry: dict[str, Any] = {"type": "bond", "id": _string(link, "id", path), "mtu": _mtu(link, path),
                              "bond_mode": _choice(link, "bondMode", path, BOND_MODES),
-                             # upstream always writes the policy, empty when none is set
-                             "bond_xmit_hash_policy": _choice(link, "bondXmitHashPolicy", path,
-                                                              BOND_XMIT_HASH_POLICIES)
-                             if link.get("bondXmitHashPolicy") not in (None, "") else "",
                              "bond_links": _bond_links(link, path)}
+    # upstream writes an empty policy when none is set, which cloud-init carries into netplan as the invalid
+    # `transmit-hash-policy: ''`: the key is written only when set (a parameter still may not set it)
+    if link.get("bondXmitHashPolicy") not in (None, ""):
+        entry["bond_xmit_hash_policy"] = _choice(link, "bondXmitHashPolicy", path, BOND_XMIT_HASH_POLICIES)
     if link.get("macAddress") is not None:
         entry["ethernet_mac_address"] = _mac_address(link["macAddress"], f"{path}.macAddress", host, objects)
     _named(entry, link, path)
@@ -430,7 +457,7 @@ def _mac_address(value: Any, path: str, host: dict | None, objects: dict[str, di
         address = _annotation_value(objects, _annotation_ref(mac["fromAnnotation"], field), field)
     if not MAC_ADDRESS.fullmatch(address):
         raise Invalid(f"{path}: {address!r} is not a MAC address")
-    return address
+    return address.replace("-", ":")  # cloud-init and netplan match NICs by the colon form only
 
 
 def _named(entry: dict[str, Any], link: dict, path: str) -> dict[str, Any]:
@@ -452,7 +479,8 @@ def _mtu(link: dict, path: str) -> int:
     return _integer(link["mtu"], f"{path}.mtu", *MTU_RANGE) if link.get("mtu") is not None else 1500
 
 
-def _networks(value: Any, addresses: Addresses, objects: dict[str, dict]) -> list[dict[str, Any]]:
+def _networks(value: Any, addresses: Addresses, objects: dict[str, dict],
+              references: list[tuple[str, str]]) -> list[dict[str, Any]]:
     networks = _fields(value, "networkData.networks", NETWORK_KINDS)
     rendered: list[dict[str, Any]] = []
     for kind, (network_type, version) in NETWORK_KINDS.items():
@@ -460,6 +488,7 @@ def _networks(value: Any, addresses: Addresses, objects: dict[str, dict]) -> lis
             network = _fields(item, path, STATIC_NETWORK_FIELDS if kind in STATIC_NETWORKS else DYNAMIC_NETWORK_FIELDS)
             entry: dict[str, Any] = {"type": network_type, "id": _string(network, "id", path),
                                      "link": _string(network, "link", path)}
+            references.append((f"{path}.link", entry["link"]))
             if kind in STATIC_NETWORKS:
                 ref = _network_pool(network, path)
                 name = _pool_name(ref, objects)

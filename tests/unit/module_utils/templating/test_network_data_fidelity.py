@@ -111,8 +111,9 @@ ORDER = [
                  ["bond1", "nic0", "nic1", "v"], id="ethernets-bonds-vlans"),
     pytest.param({"vlans": [{"id": "v", "vlanID": 5, "link": "bond1"}], "bonds": [BOND], "ethernets": [NIC0, NIC1]},
                  ["bond1", "nic0", "nic1", "v"], id="vlans-bonds-ethernets"),
-    pytest.param({"ethernets": [NIC1, NIC0], "bonds": [{**BOND, "id": "b2"}, BOND]},
-                 ["b2", "bond1", "nic1", "nic0"], id="each-kind-in-its-own-order"),
+    pytest.param({"ethernets": [NIC1, NIC0, NIC_BY_NAME],
+                  "bonds": [{**BOND, "id": "b2", "bondLinks": ["nic2"]}, BOND]},
+                 ["b2", "bond1", "nic1", "nic0", "nic2"], id="each-kind-in-its-own-order"),
     pytest.param({"ethernets": [NIC0], "vlans": [{"id": "v", "vlanID": 5, "link": "nic0"}]},
                  ["nic0", "v"], id="no-bonds"),
 ]
@@ -124,19 +125,20 @@ def test_links_are_rendered_in_upstreams_order(links, ids):
     assert [link["id"] for link in rendered] == ids
 
 
-# 3. a bond → its bond_xmit_hash_policy: upstream always writes the key, empty when the policy is not set
+# 3. a bond → its bond_xmit_hash_policy (None: no key). Upstream writes "" when the policy is not set, which
+# cloud-init's netplan renderer carries over as the invalid `transmit-hash-policy: ''`: written only when set.
 XMIT_HASH_POLICY = [
-    pytest.param({}, "", id="unset"),
-    pytest.param({"bondXmitHashPolicy": ""}, "", id="empty"),
+    pytest.param({}, None, id="unset"),
+    pytest.param({"bondXmitHashPolicy": ""}, None, id="empty"),
     pytest.param({"bondXmitHashPolicy": "layer2"}, "layer2", id="layer2"),
     pytest.param({"bondXmitHashPolicy": "layer2+3"}, "layer2+3", id="layer2+3"),
 ]
 
 
 @pytest.mark.parametrize(("fields", "policy"), XMIT_HASH_POLICY)
-def test_bond_xmit_hash_policy_is_always_rendered(fields, policy):
+def test_bond_xmit_hash_policy_is_rendered_when_set(fields, policy):
     bond = render({"ethernets": [NIC0, NIC1], "bonds": [{**BOND, **fields}]})["bond1"]
-    assert bond["bond_xmit_hash_policy"] == policy
+    assert bond.get("bond_xmit_hash_policy") == policy
 
 
 def test_a_parameter_may_never_set_the_xmit_hash_policy_even_when_unset():
@@ -155,14 +157,19 @@ ROUTE_SERVICES = [
 ]
 
 
-@pytest.mark.parametrize(("fields", "services"), ROUTE_SERVICES)
-@pytest.mark.parametrize("kind", ["ipv4", "ipv4DHCP"])
-def test_route_services_are_always_rendered(kind, fields, services):
+def route_services_network_data(kind: str, fields: dict) -> dict:
+    """networkData with one network of ``kind`` on nic0 whose one route has ``fields``."""
     route = {"network": "10.0.0.0", "prefix": 8, "gateway": {"string": "192.168.11.1"}, **fields}
     network = {"id": "n", "link": "nic0", "routes": [route]}
     if kind == "ipv4":
         network["ipAddressFromIPPool"] = "mgmt"
-    rendered = r.render_network_data({"networks": {kind: [network]}}, ADDRESSES, HOST, OBJECTS)
+    return {"links": {"ethernets": [NIC0]}, "networks": {kind: [network]}}
+
+
+@pytest.mark.parametrize(("fields", "services"), ROUTE_SERVICES)
+@pytest.mark.parametrize("kind", ["ipv4", "ipv4DHCP"])
+def test_route_services_are_always_rendered(kind, fields, services):
+    rendered = r.render_network_data(route_services_network_data(kind, fields), ADDRESSES, HOST, OBJECTS)
     assert rendered["networks"][0]["routes"] == [{"network": "10.0.0.0", "netmask": "255.0.0.0",
                                                   "gateway": "192.168.11.1", "services": services}]
 
@@ -175,8 +182,8 @@ BY_NAME = [
                  {"type": "ovs", "id": "nic2", "mtu": 9000, "name": "enp3s0"}, id="ethernet-ovs-mtu"),
     pytest.param({"ethernets": [NIC_BY_NAME], "bonds": [{"id": "b", "name": "bond0", "bondMode": "active-backup",
                                                          "bondLinks": ["nic2"]}]}, "b",
-                 {"type": "bond", "id": "b", "mtu": 1500, "bond_mode": "active-backup", "bond_xmit_hash_policy": "",
-                  "bond_links": ["nic2"], "name": "bond0"}, id="bond"),
+                 {"type": "bond", "id": "b", "mtu": 1500, "bond_mode": "active-backup", "bond_links": ["nic2"],
+                  "name": "bond0"}, id="bond"),
     pytest.param({"ethernets": [{**NIC0, "name": "eth0"}]}, "nic0",
                  {"type": "phy", "id": "nic0", "mtu": 1500, "name": "eth0",
                   "ethernet_mac_address": "52:54:00:00:00:01"},
@@ -194,3 +201,59 @@ def test_an_ethernet_needs_a_mac_address_or_a_name():
         render({"ethernets": [{"id": "e", "type": "phy"}]})
     with pytest.raises(Invalid, match=r"^networkData\.links\.ethernets\[0\]\.name: 'bad name' is not an interface"):
         render({"ethernets": [{"id": "e", "type": "phy", "name": "bad name"}]})
+
+
+# 5. networkData → the field the error names: every link id a bond, a VLAN or a network names must be a link
+# (cloud-init's converter fails with KeyError on a bond member or VLAN link that is not, and drops a network),
+# and a link is in one bond at most (cloud-init's netplan renders the earlier bond without members)
+LINK_REFERENCE_ERRORS = [
+    pytest.param({"links": {"ethernets": [NIC0], "bonds": [{**BOND, "bondLinks": ["nic0", "nic9"]}]}},
+                 "networkData.links.bonds[0].bondLinks[1]: there is no link 'nic9' in networkData.links",
+                 id="bond-member"),
+    pytest.param({"links": {"ethernets": [NIC0], "bonds": [{"id": "b", "bondMode": "802.3ad",
+                                                            "interfaces": ["nic9"]}]}},
+                 "networkData.links.bonds[0].interfaces[0]: there is no link 'nic9'", id="bond-member-seed-spelling"),
+    pytest.param({"links": {"ethernets": [NIC0, NIC1], "bonds": [BOND, {**BOND, "id": "b2", "bondLinks": ["nic1"]}]}},
+                 "networkData.links.bonds[1].bondLinks[0]: 'nic1' is already a member of the bond 'bond1'",
+                 id="member-of-two-bonds"),
+    pytest.param({"links": {"vlans": [{"id": "v", "vlanID": 5, "vlanLink": "nic9",
+                                       "macAddress": {"string": "52:54:00:00:00:0c"}}]}},
+                 "networkData.links.vlans[0].vlanLink: there is no link 'nic9'", id="vlan-link-with-its-own-mac"),
+    pytest.param({"links": {"ethernets": [NIC0]},
+                  "networks": {"ipv4DHCP": [{"id": "n", "link": "nic0"}, {"id": "m", "link": "eth0"}]}},
+                 "networkData.networks.ipv4DHCP[1].link: there is no link 'eth0' in networkData.links",
+                 id="network-link"),
+    pytest.param({"networks": {"ipv4": [{"id": "n", "link": "nic0", "ipAddressFromIPPool": "mgmt"}]}},
+                 "networkData.networks.ipv4[0].link: there is no link 'nic0'", id="network-without-links"),
+]
+
+
+@pytest.mark.parametrize(("network_data", "message"), LINK_REFERENCE_ERRORS)
+def test_every_link_named_is_a_link(network_data, message):
+    with pytest.raises(Invalid) as error:
+        r.render_network_data(network_data, ADDRESSES, HOST, OBJECTS)
+    assert str(error.value).startswith(message)
+
+
+# a MAC address written with '-' → rendered with ':', the form cloud-init and netplan match NICs by
+MAC_SEPARATORS = [
+    pytest.param({"string": "52-54-00-00-00-0A"}, "52:54:00:00:00:0A", id="string"),
+    pytest.param({"fromAnnotation": {"object": "baremetalhost", "annotation": "dashes"}}, "52:54:00:00:00:0b",
+                 id="fromAnnotation"),
+    pytest.param({"string": "52:54:00:00:00:0c"}, "52:54:00:00:00:0c", id="colons-unchanged"),
+]
+
+
+DASHES_HOST = {**HOST, "metadata": {"name": "host-0", "annotations": {"dashes": "52-54-00-00-00-0b"}}}
+
+
+def mac_links(mac: dict) -> dict:
+    """networkData: an ethernet of macAddress ``mac`` and a VLAN on it."""
+    return {"links": {"ethernets": [{"id": "e", "type": "phy", "macAddress": mac}],
+                      "vlans": [{"id": "v", "vlanID": 5, "vlanLink": "e"}]}}
+
+
+@pytest.mark.parametrize(("mac", "rendered"), MAC_SEPARATORS)
+def test_mac_addresses_are_rendered_with_colons(mac, rendered):
+    links = r.render_network_data(mac_links(mac), {}, DASHES_HOST)["links"]
+    assert [link.get("ethernet_mac_address") or link.get("vlan_mac_address") for link in links] == [rendered] * 2

@@ -63,21 +63,30 @@ NETWORK = [
       "networks": [], "services": []}),
     ({"links": {"bonds": [{"id": "bond0", "bondMode": "active-backup", "bondLinks": ["eth0", "eth1"],
                            "parameters": [{"name": "primary", "value": "eth0"}]}],
+                "ethernets": [{"type": "phy", "id": "eth0", "name": "eth0"},
+                              {"type": "phy", "id": "eth1", "name": "eth1"}],
                 "vlans": [{"id": "vlan5", "vlanID": 5, "vlanLink": "bond0",
                            "macAddress": {"string": "52:54:00:00:00:07"}}]}},
      {"links": [{"type": "bond", "id": "bond0", "mtu": 1500, "bond_mode": "active-backup",
-                 "bond_xmit_hash_policy": "", "bond_links": ["eth0", "eth1"], "bond_primary": "eth0"},
+                 "bond_links": ["eth0", "eth1"], "bond_primary": "eth0"},
+                {"type": "phy", "id": "eth0", "mtu": 1500, "name": "eth0"},
+                {"type": "phy", "id": "eth1", "mtu": 1500, "name": "eth1"},
                 {"type": "vlan", "id": "vlan5", "mtu": 1500, "vlan_link": "bond0", "vlan_id": 5,
                  "vlan_mac_address": "52:54:00:00:00:07"}], "networks": [], "services": []}),
-    ({"networks": {"ipv4": [{"id": "mgmt", "link": "eth0", "ipAddressFromIPPool": "mgmt", "routes": [
-        {"network": "10.0.0.0", "prefix": 8, "gateway": {"fromIPPool": "mgmt"},
-         "services": {"dns": ["8.8.8.8"], "dnsFromIPPool": "mgmt"}}]}],
+    ({"links": {"ethernets": [{"type": "phy", "id": "eth0", "macAddress": {"fromHostInterface": "eno1"}},
+                              {"type": "phy", "id": "eth1", "macAddress": {"fromHostInterface": "eno2"}}]},
+      "networks": {
+        "ipv4": [{"id": "mgmt", "link": "eth0", "ipAddressFromIPPool": "mgmt", "routes": [
+            {"network": "10.0.0.0", "prefix": 8, "gateway": {"fromIPPool": "mgmt"},
+             "services": {"dns": ["8.8.8.8"], "dnsFromIPPool": "mgmt"}}]}],
         "ipv6": [{"id": "v6", "link": "eth0", "fromPoolRef": {"name": "v6"},
                   "routes": [{"network": "::", "prefix": 0, "gateway": {"string": "fd00::1"}}]}],
         "ipv4DHCP": [{"id": "d4", "link": "eth1"}], "ipv6DHCP": [{"id": "d6", "link": "eth1"}],
         "ipv6SLAAC": [{"id": "s6", "link": "eth1"}]},
       "services": {"dns": ["1.1.1.1"], "dnsFromIPPool": "v6"}},
-     {"links": [], "networks": [
+     {"links": [{"type": "phy", "id": "eth0", "mtu": 1500, "ethernet_mac_address": "52:54:00:00:00:01"},
+                {"type": "phy", "id": "eth1", "mtu": 1500, "ethernet_mac_address": "52:54:00:00:00:02"}],
+      "networks": [
          {"type": "ipv4", "id": "mgmt", "link": "eth0", "ip_address": "192.168.11.10", "netmask": "255.255.255.0",
           "routes": [{"network": "10.0.0.0", "netmask": "255.0.0.0", "gateway": "192.168.11.1",
                       "services": [{"type": "dns", "address": "8.8.8.8"}, {"type": "dns", "address": "192.168.11.2"},
@@ -88,11 +97,12 @@ NETWORK = [
          {"type": "ipv6_dhcp", "id": "d6", "link": "eth1", "routes": []},
          {"type": "ipv6_slaac", "id": "s6", "link": "eth1", "routes": []}],
       "services": [{"type": "dns", "address": "1.1.1.1"}, {"type": "dns", "address": "fd00::53"}]}),
-    ({"networks": {"ipv4": [{"id": "a", "link": "eth0",
+    ({"links": {"ethernets": [{"type": "phy", "id": "eth0", "name": "eth0"}]},
+      "networks": {"ipv4": [{"id": "a", "link": "eth0",
                              "fromPoolAnnotation": {"object": "baremetalhost", "annotation": "pool"}}]}},
-     {"links": [], "services": [], "networks": [{"type": "ipv4", "id": "a", "link": "eth0",
-                                                 "ip_address": "192.168.11.10", "netmask": "255.255.255.0",
-                                                 "routes": []}]}),
+     {"links": [{"type": "phy", "id": "eth0", "mtu": 1500, "name": "eth0"}], "services": [],
+      "networks": [{"type": "ipv4", "id": "a", "link": "eth0", "ip_address": "192.168.11.10",
+                    "netmask": "255.255.255.0", "routes": []}]}),
 ]
 
 
@@ -223,12 +233,17 @@ def test_meta_data_errors_name_the_field():
         r.render_meta_data({"colours": []}, 0, OBJECTS, ADDRESSES, "ns")
 
 
+GATEWAY_ROUTES = {
+    "links": {"ethernets": [{"type": "phy", "id": "eth0", "name": "eth0"}]},
+    "networks": {"ipv4DHCP": [{"id": "d", "link": "eth0", "routes": [
+        {"network": "10.0.0.0", "prefix": 8, "gateway": {"fromPoolRef": {"name": "mgmt", "kind": "IPPool"}}},
+        {"network": "10.1.0.0", "prefix": 16,
+         "gateway": {"fromPoolAnnotation": {"object": "baremetalhost", "annotation": "pool"},
+                     "fromIPPool": "storage"}}]}]}}  # the annotation wins over fromIPPool
+
+
 def test_route_gateways_from_a_pool_ref_and_a_pool_annotation():
-    routes = [{"network": "10.0.0.0", "prefix": 8, "gateway": {"fromPoolRef": {"name": "mgmt", "kind": "IPPool"}}},
-              {"network": "10.1.0.0", "prefix": 16,
-               "gateway": {"fromPoolAnnotation": {"object": "baremetalhost", "annotation": "pool"},
-                           "fromIPPool": "storage"}}]  # the annotation wins over fromIPPool
-    spec = {"networks": {"ipv4DHCP": [{"id": "d", "link": "eth0", "routes": routes}]}}
+    spec = GATEWAY_ROUTES
     rendered = r.render_network_data(spec, ADDRESSES, HOST, OBJECTS)["networks"][0]["routes"]
     assert rendered == [{"network": "10.0.0.0", "netmask": "255.0.0.0", "gateway": "192.168.11.1", "services": []},
                         {"network": "10.1.0.0", "netmask": "255.255.0.0", "gateway": "192.168.11.1", "services": []}]
@@ -248,9 +263,13 @@ def test_pool_names_read_pool_annotations_and_name_the_missing_one():
         r.pool_names(spec, {"baremetalhost": {"metadata": {"name": "bare"}}})
 
 
+V1BETA1_BOND_PARAMETERS = {"links": {
+    "bonds": [{"id": "b", "bondMode": "balance-rr", "bondLinks": ["e"], "parameters": {"miimon": 100}}],
+    "ethernets": [{"type": "phy", "id": "e", "name": "eth0"}]}}
+
+
 def test_bond_parameters_may_be_upstreams_v1beta1_mapping():
-    bond = {"id": "b", "bondMode": "balance-rr", "bondLinks": ["e"], "parameters": {"miimon": 100}}
-    assert r.render_network_data({"links": {"bonds": [bond]}}, ADDRESSES)["links"][0]["bond_miimon"] == 100
+    assert r.render_network_data(V1BETA1_BOND_PARAMETERS, ADDRESSES)["links"][0]["bond_miimon"] == 100
 
 
 # more networkData → the field the error names: the seed's spelling beside upstream's, address families

@@ -10,7 +10,8 @@ from ansible_collections.metal3.baremetal.plugins.filter.meta_data import meta_d
 from ansible_collections.metal3.baremetal.plugins.filter.network_data import network_data
 
 ADDRESSES = {"mgmt": {"address": "10.0.0.5", "prefix": 24, "gateway": "10.0.0.1", "dnsServers": []}}
-STATIC = {"networks": {"ipv4": [{"id": "n", "link": "eth0", "ipAddressFromIPPool": "mgmt"}]}}
+STATIC = {"links": {"ethernets": [{"id": "eth0", "type": "phy", "name": "eth0"}]},
+          "networks": {"ipv4": [{"id": "n", "link": "eth0", "ipAddressFromIPPool": "mgmt"}]}}
 FROM_NIC = {"links": {"ethernets": [{"id": "e", "type": "phy", "macAddress": {"fromHostInterface": "eth0"}}]}}
 NAME = {"objectNames": [{"key": "name", "object": "machine"}]}
 LABEL = {"fromLabels": [{"key": "rack", "object": "machine", "label": "rack"}]}
