@@ -65,8 +65,10 @@ options:
     type: dict
     default: {}
   address:
-    description: The address to ask for (the C(ipAddress) annotation). Refused with C(Requested IP not available)
-      when another claim holds it or no pool entry contains it.
+    description: The address to ask for (the C(ipAddress) annotation). Refused as upstream refuses it - with
+      C(Requested IP not available) when another claim holds it or has it pre-allocated, C(Exhausted IP Pools)
+      when no pool entry contains it - and, unlike upstream, when it is a gateway or an IPv4 broadcast address of
+      the pool, which are never handed out (C(Invalid ipAddress annotation), naming the address and the entry).
     type: str
   wait_timeout:
     description: Seconds to wait for a pool to appear when none matches yet; 0 returns at once.
@@ -122,7 +124,7 @@ address:
   type: str
   sample: 192.168.111.100
 prefix:
-  description: Prefix length of the address's network.
+  description: Prefix length of the address's network; null when the pool sets none (no prefix, no subnet).
   returned: always
   type: int
   sample: 24

@@ -9,14 +9,18 @@ short_description: Create, update, refresh or delete an IPPool
 version_added: 0.1.0
 author: Metal3 community (@metal3-io)
 description:
-  - Puts an C(ipam.metal3.io) IPPool into the store, with the checks upstream's webhook makes (valid addresses
-    and CIDRs, start before end and inside the subnet, no overlapping entries, preAllocations inside the pool,
-    one address family per entry, C(namePrefix) and C(allocationStrategy) immutable, no allocated address left
-    outside), then rebuilds its status (C(allocations), the allocator's index) from its IPAddresses.
+  - Puts an C(ipam.metal3.io) IPPool into the store, with the checks upstream's webhook makes (entries by
+    C(start) and C(end), C(start) alone, C(end) alone or C(subnet), with or without a prefix; valid addresses,
+    CIDRs, gateways and DNS servers; start not after end; no address pre-allocated twice; preAllocations inside
+    the pool; C(allocationStrategy=random) only over entries it can index; C(namePrefix) and
+    C(allocationStrategy) immutable; no allocated address left outside), then rebuilds its status
+    (C(indexes), as upstream names it, the same map as C(allocations), and the allocator's index) from its
+    IPAddresses.
   - It also refuses what upstream lets through and what then fails later - a C(namePrefix) that cannot start an
     IPAddress name (C(<namePrefix>-<address>) must be a lowercase RFC 1123 subdomain of at most 253
-    characters), an entry whose range does not fit in the network its prefix defines, and a gateway outside the
-    network of an entry it serves (except an IPv6 link-local gateway, and /32 or /128 prefixes).
+    characters), an entry whose range does not fit in the network its prefix defines, overlapping entries, a
+    gateway outside the network of an entry it serves (except an IPv6 link-local gateway, and /32 or /128
+    prefixes), and a preAllocation of a gateway or an IPv4 broadcast address, which are never handed out.
   - Without O(spec), an existing pool is only refreshed; a pool that does not exist is an error.
   - The pool is checked against the IPPool CRD schema before anything else reads it, so a value of the wrong
     type (C(prefix) given as C(abc), say) fails the task with kube-apiserver's message, which names the field,

@@ -13,8 +13,10 @@ description:
     event, through the role C(metal3.baremetal.ipam_reconcile). The object is read from the store, never
     written from options; M(metal3.baremetal.ip_claim) and M(metal3.baremetal.ip_pool) put claims and pools
     in place.
-  - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io)) gets its address
-    and a C(Ready) condition; deleted, it releases it. Allocation errors (C(Exhausted IP Pools),
+  - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io), read and answered
+    at v1beta2, the contract's version; a v1beta1 claim reads the same) gets its address and a C(Ready)
+    condition; deleted, it releases it. An IPAddressClaim's answer is a C(ipam.cluster.x-k8s.io/v1beta2)
+    IPAddress named after it. Allocation errors (C(Exhausted IP Pools),
     C(Requested IP not available), ...) fail the task with that message, and are in the claim's status too.
   - An IPPool gets its status rebuilt from its IPAddresses, after releasing the addresses (and finalizers) of
     its claims that are being deleted and the addresses whose claim no longer exists; deleted, it goes once

@@ -80,11 +80,18 @@ def test_a_requested_address_is_honoured_or_refused_with_a_reason(store, namespa
     taken = claim(store, namespace, "wants-15-too", address="192.168.10.15")
     assert taken.error == "Requested IP not available"
     outside = claim(store, namespace, "wants-outside", address="10.9.9.9")
-    assert outside.error == "Requested IP not available"
+    assert outside.error == EXHAUSTED  # upstream's words for an address no entry holds
     bad = claim(store, namespace, "wants-nonsense", address="not-an-ip")
-    assert bad.error == "Invalid ipAddress annotation"
-    assert store.get(Ref(IPAM_API, "IPClaim", "wants-nonsense", namespace))["status"]["errorMessage"] == \
-        "Invalid ipAddress annotation"
+    assert bad.error == 'Invalid ipAddress annotation "not-an-ip": not a valid IP address'
+    assert store.get(Ref(IPAM_API, "IPClaim", "wants-nonsense", namespace))["status"]["errorMessage"] == bad.error
+
+
+def test_a_claim_asking_for_the_gateway_is_refused_naming_the_annotation(store, namespace):
+    make_pool(store, namespace, gateway="192.168.10.10")
+    refused = claim(store, namespace, "wants-gateway", address="192.168.10.10")
+    assert refused.error == ('Invalid ipAddress annotation "192.168.10.10": the gateway of spec.pools[0], which is '
+                             "never handed out")
+    assert refused.address is None and addresses(store, namespace) == []
 
 
 def test_pre_allocations_stay_reserved_for_their_claim(store, namespace):
@@ -127,7 +134,8 @@ def test_the_pool_status_lists_its_allocations(store, namespace):
     claim(store, namespace, "c2")
     state = reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", "pool", namespace))
     assert state.allocations == {"c1": "192.168.10.10", "c2": "192.168.10.11"}
-    assert store.get(Ref(IPAM_API, "IPPool", "pool", namespace))["status"]["allocations"] == state.allocations
+    status = store.get(Ref(IPAM_API, "IPPool", "pool", namespace))["status"]
+    assert status["indexes"] == status["allocations"] == state.allocations  # upstream's name, and ours
 
 
 def test_ipv6_and_point_to_point_entries(store, namespace):
@@ -135,7 +143,7 @@ def test_ipv6_and_point_to_point_entries(store, namespace):
     got = [claim(store, namespace, f"c{i}", pool="v6").summary() for i in range(2)]
     assert [g["address"] for g in got] == ["2001:db8::", "2001:db8::1"]
     assert got[0]["prefix"] == 127
-    assert got[0]["address"] and store.get(Ref(IPAM_API, "IPAddress", "v6-2001-db8--0", namespace))
+    assert got[0]["address"] and store.get(Ref(IPAM_API, "IPAddress", "v6-2001-db8", namespace))  # upstream's name
     assert claim(store, namespace, "c2", pool="v6").error == EXHAUSTED
 
 
@@ -185,9 +193,15 @@ def test_a_cluster_api_ip_address_claim_is_answered_with_an_ip_address(store, na
     assert answer["spec"] == {"address": "192.168.10.10", "prefix": 24, "gateway": "192.168.10.1",
                               "poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"},
                               "claimRef": {"name": "machine-0-eth0"}}
+    claim_uid, pool_uid = store.get(ref)["metadata"]["uid"], store.get(Ref(IPAM_API, "IPPool", "pool", namespace))[
+        "metadata"]["uid"]
+    # owned as the contract says: by the claim (controller), and by the pool
+    assert [(o["kind"], o["uid"], o["controller"], o["blockOwnerDeletion"])
+            for o in answer["metadata"]["ownerReferences"]] == [("IPAddressClaim", claim_uid, True, True),
+                                                                ("IPPool", pool_uid, False, True)]
     status = store.get(ref)["status"]
     assert status["addressRef"] == {"name": "machine-0-eth0"}
-    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True")]
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [("Ready", "True", "Ready")]
 
     store.delete(ref)
     assert reconcile_ip_address_claim(store, ref).released
@@ -328,3 +342,51 @@ def test_a_deleted_cluster_api_claim_is_released_by_its_pool(store, namespace):
         store.get(ref)
     with pytest.raises(NotFound):
         store.get(Ref(CAPI_IPAM_API, "IPAddress", "m-0", namespace))
+
+
+def test_a_v1beta1_ip_address_claim_written_by_someone_else_is_answered(store, namespace):
+    """Infrastructure providers still on the v1beta1 contract write v1beta1 claims; the engine reads them at
+    v1beta2 (spec.poolRef and status.addressRef are the same JSON in both) and they read their answer at v1beta1."""
+    v1beta1 = "ipam.cluster.x-k8s.io/v1beta1"
+    make_pool(store, namespace, gateway="192.168.10.1")
+    for name, pool_ref in (("with-group", {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}),
+                           ("without-group", {"kind": "IPPool", "name": "pool"})):  # v1beta1 allows no apiGroup
+        store.create({"apiVersion": v1beta1, "kind": "IPAddressClaim",
+                      "metadata": {"name": name, "namespace": namespace}, "spec": {"poolRef": pool_ref}})
+        assert reconcile_ip_address_claim(store, Ref(CAPI_IPAM_API, "IPAddressClaim", name, namespace)).address
+        read = store.get(Ref(v1beta1, "IPAddressClaim", name, namespace))
+        assert read["status"]["addressRef"] == {"name": name}
+        answer = store.get(Ref(v1beta1, "IPAddress", name, namespace))["spec"]
+        assert (answer["prefix"], answer["gateway"], answer["claimRef"]) == (24, "192.168.10.1", {"name": name})
+    assert addresses(store, namespace) == ["192.168.10.10", "192.168.10.11"]
+
+
+def test_a_cluster_api_claim_honours_the_ip_address_annotation_as_upstream(store, namespace):
+    make_pool(store, namespace)
+    for name, wanted in (("wants-15", "192.168.10.15"), ("wants-garbage", "garbage")):
+        store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
+                      "metadata": {"name": name, "namespace": namespace, "annotations": {"ipAddress": wanted}},
+                      "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}}})
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "wants-15", namespace)
+    assert reconcile_ip_address_claim(store, ref).summary()["address"] == "192.168.10.15"
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "wants-garbage", namespace)
+    assert reconcile_ip_address_claim(store, ref).error == \
+        'Invalid ipAddress annotation "garbage": not a valid IP address'
+    ready = store.get(ref)["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"], ready["message"]) == \
+        ("False", "AllocationFailed", 'Invalid ipAddress annotation "garbage": not a valid IP address')
+
+
+def test_a_cluster_api_claim_is_never_pointed_at_an_ip_address_of_its_name_made_by_someone_else(store, namespace):
+    make_pool(store, namespace)
+    store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddress", "metadata": {"name": "m-0", "namespace": namespace},
+                  "spec": {"address": "10.0.0.9", "prefix": 24, "claimRef": {"name": "m-0"},
+                           "poolRef": {"apiGroup": "example.com", "kind": "Pool", "name": "p"}}})
+    ref = Ref(CAPI_IPAM_API, "IPAddressClaim", "m-0", namespace)
+    store.create({"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
+                  "metadata": {"name": "m-0", "namespace": namespace},
+                  "spec": {"poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": "pool"}}})
+    reconcile_ip_address_claim(store, ref)
+    status = store.get(ref)["status"]
+    assert "addressRef" not in status
+    assert status["conditions"][0]["message"] == "IPAddress m-0 exists and was not made for this claim"

@@ -129,10 +129,11 @@ def test_rendering_writes_secrets_the_data_controls_and_reads_them_back(store, n
 def test_deleting_a_cluster_api_claim_leaves_an_ip_address_of_its_name_that_it_did_not_make(store, namespace):
     from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
         CAPI_CLAIM_FINALIZER,
+        CAPI_IPAM_API,
         reconcile_ip_address_claim,
     )
 
-    capi = "ipam.cluster.x-k8s.io/v1beta1"
+    capi = CAPI_IPAM_API  # the contract's v1beta2
     theirs = store.create({"apiVersion": capi, "kind": "IPAddress", "metadata": {"name": "c", "namespace": namespace},
                            "spec": {"address": "10.0.0.9", "prefix": 24, "claimRef": {"name": "c"},
                                     "poolRef": {"apiGroup": "example.com", "kind": "Pool", "name": "p"}}})

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import hashlib
 import ipaddress
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -31,7 +32,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
 )
 
 IPAM_API = "ipam.metal3.io/v1alpha1"
-CAPI_IPAM_API = "ipam.cluster.x-k8s.io/v1beta1"
+CAPI_IPAM_API = "ipam.cluster.x-k8s.io/v1beta2"  # the Cluster API IPAM contract; v1beta1 reads the same
 POOL_FINALIZER = "ippool.ipam.metal3.io"
 CLAIM_FINALIZER = "ipclaim.ipam.metal3.io"
 ADDRESS_FINALIZER = "ipaddress.ipam.metal3.io"
@@ -61,8 +62,15 @@ TAKE_ATTEMPTS = 5
 EXHAUSTED = "Exhausted IP Pools"
 PRE_ALLOCATED_OUT_OF_BOUNDS = "Pre-allocated IP out of bounds"
 REQUESTED_NOT_AVAILABLE = "Requested IP not available"
-INVALID_ANNOTATION = "Invalid ipAddress annotation"
 CONFLICTING_REQUEST = "PreAllocation and requested ip address are conflicting"
+# The Ready condition's reasons in the Cluster API IPAM contract (v1beta2 wants one on every condition).
+READY_REASON, ALLOCATION_FAILED, POOL_EXHAUSTED, POOL_NOT_READY = "Ready", "AllocationFailed", "PoolExhausted", \
+    "PoolNotReady"
+
+
+def invalid_annotation(requested: str, why: str = "not a valid IP address") -> str:
+    """Upstream's message for an ipAddress annotation that cannot be honoured (Go's %q quoting)."""
+    return f"Invalid ipAddress annotation {json.dumps(requested, ensure_ascii=False)}: {why}"
 
 
 @dataclass
@@ -130,12 +138,19 @@ def _mark(store: Store, pool_ref: Ref, claim: str, address: str, held: bool, dry
             if offset is not None:
                 in_use.discard(offset)
         encoded = in_use.encode()
-        if encoded == status.get("inUse") and allocations == (status.get("allocations") or {}):
+        if encoded == status.get("inUse") and allocations == (status.get("allocations") or {}) \
+                and allocations == (status.get("indexes") or {}):
             return pool_obj
-        pool_obj["status"] = {**status, "inUse": encoded, "allocations": allocations, "lastUpdated": now()}
+        pool_obj["status"] = {**status, **_allocations_status(allocations), "inUse": encoded, "lastUpdated": now()}
         return store.update_status(pool_obj, dry_run=dry_run)
 
     retry_on_conflict(write)
+
+
+def _allocations_status(allocations: dict[str, str]) -> dict[str, Any]:
+    """A pool's allocations (claim name: address) as its status holds them: upstream's ``indexes``, and the
+    same map as ``allocations``, the name this collection's users read."""
+    return {"indexes": dict(allocations), "allocations": dict(allocations)}
 
 
 def label_value(name: str) -> str:
@@ -288,26 +303,37 @@ class _Candidates:
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
         self.refreshed = False
-        reserved, requested = pool.pre_allocations.get(claim.name), claim.requested
         self.wanted: str | None = None
-        self.error: str | None = None
-        # What to say when the claim cannot have what it asked for.
-        self.unavailable = REQUESTED_NOT_AVAILABLE if (reserved or requested) else EXHAUSTED
-        if reserved and requested and ipaddress.ip_address(reserved) != ipaddress.ip_address(requested):
-            self.error = CONFLICTING_REQUEST
-        elif reserved or requested:
-            wanted = reserved or requested
-            if pool.entry_of(wanted) is None:
-                self.error = PRE_ALLOCATED_OUT_OF_BOUNDS if reserved else REQUESTED_NOT_AVAILABLE
-            elif requested and not reserved and wanted in pool.pre_allocations.values():
-                self.error = REQUESTED_NOT_AVAILABLE
-            else:
-                self.wanted = str(ipaddress.ip_address(wanted))
+        self.error = self._refusal(pool.pre_allocations.get(claim.name), claim.requested)
+
+    def _refusal(self, reserved: str | None, requested: str | None) -> str | None:
+        """Why the claim cannot have the address it asks for (its preAllocation or its ipAddress annotation), in
+        upstream's words; None when it asks for none, or may have it (then ``wanted`` is set)."""
+        if requested:
+            try:
+                requested_ip = ipaddress.ip_address(requested)
+            except ValueError:
+                return invalid_annotation(requested)
+            if reserved and ipaddress.ip_address(reserved) != requested_ip:
+                return CONFLICTING_REQUEST
+            withheld = self.pool.withheld(requested_ip)
+            if withheld:  # ours: a gateway (or an IPv4 broadcast address) is never a claim's address
+                return invalid_annotation(requested, f"{withheld}, which is never handed out")
+        wanted = reserved or requested
+        if not wanted:
+            return None
+        wanted_ip = ipaddress.ip_address(wanted)
+        if self.pool.entry_of(wanted_ip) is None:
+            return PRE_ALLOCATED_OUT_OF_BOUNDS if reserved else EXHAUSTED
+        if not reserved and any(ipaddress.ip_address(a) == wanted_ip for a in self.pool.pre_allocations.values()):
+            return REQUESTED_NOT_AVAILABLE  # another claim's preAllocation
+        self.wanted = str(wanted_ip)
+        return None
 
     def lost(self, address: str) -> None:
         """Another claim holds ``address``."""
         if self.wanted:
-            self.error = self.unavailable
+            self.error = REQUESTED_NOT_AVAILABLE
         offset = self.pool.offset_of(address)
         if offset is not None:
             self.in_use.add(offset)
@@ -557,12 +583,6 @@ def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocat
     claim = _ip_claim(store, obj)
     if obj["metadata"].get("deletionTimestamp"):
         return _release(store, claim, dry_run)
-    if claim.requested:
-        try:
-            ipaddress.ip_address(claim.requested)
-        except ValueError:
-            return Allocation(_write_ip_claim_status(store, claim, None, INVALID_ANNOTATION, None, dry_run),
-                              error=INVALID_ANNOTATION)
 
     def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
         return _write_ip_claim_status(store, claim, address, error, waiting, dry_run)
@@ -573,8 +593,8 @@ def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocat
 def _ready(address: Object | None, error: str | None, waiting: str | None) -> tuple[str, str, str]:
     """The claim's Ready condition (status, reason, message), as CAPI's IPAM contract words it."""
     if address:
-        return "True", "", ""
-    reason = "PoolExhausted" if error == EXHAUSTED else ("AllocationFailed" if error else "WaitingForPool")
+        return "True", READY_REASON, ""
+    reason = POOL_EXHAUSTED if error == EXHAUSTED else (ALLOCATION_FAILED if error else POOL_NOT_READY)
     return "False", reason, error or waiting or ""
 
 
@@ -611,11 +631,15 @@ def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, 
 # -- Cluster API IPAddressClaim -------------------------------------------------------------------
 
 def _capi_claim(obj: Object) -> _Claim:
+    """A Cluster API IPAddressClaim, read at v1beta2 (a v1beta1 one reads the same: spec.poolRef and
+    status.addressRef have one shape in both). A poolRef without apiGroup (v1beta1 allows it) is read as ours."""
     pool = (obj.get("spec") or {}).get("poolRef") or {}
     namespace = obj["metadata"]["namespace"]
     ours = pool.get("apiGroup") in ("ipam.metal3.io", None, "") and pool.get("kind", "IPPool") == "IPPool"
     pool_ref = Ref(IPAM_API, "IPPool", pool["name"], namespace) if ours and pool.get("name") else None
-    return _Claim(obj, "IPAddressClaim", CAPI_CLAIM_FINALIZER, pool_ref, None, obj["metadata"].get("labels") or {})
+    return _Claim(obj, "IPAddressClaim", CAPI_CLAIM_FINALIZER, pool_ref,
+                  (obj["metadata"].get("annotations") or {}).get(REQUESTED_ADDRESS_ANNOTATION),
+                  obj["metadata"].get("labels") or {})
 
 
 def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocation:
@@ -631,26 +655,42 @@ def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False) ->
 
     def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
         if address:
-            _ensure_capi_address(store, claim, address, dry_run)
+            taken = _ensure_capi_address(store, claim, address, dry_run)
+            if taken:
+                return _write_capi_claim_status(store, claim, None, taken, None, dry_run)
         return _write_capi_claim_status(store, claim, address, error, waiting, dry_run)
 
     return _allocate(store, claim, dry_run, write_status)
 
 
-def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: bool) -> None:
+def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: bool) -> str | None:
+    """The contract's IPAddress: named after the claim, owned by it (controller) and by the pool, with the
+    prefix v1beta2 requires (0 when the pool sets none, as upstream writes it). Says why not when an IPAddress
+    of the claim's name that this claim's reconcile did not make is there: the claim is never pointed at it."""
     spec = address["spec"]
+    pool_uid = next((r["uid"] for r in address["metadata"].get("ownerReferences") or [] if r.get("kind") == "IPPool"),
+                    None)
+    owners = [{"apiVersion": claim.obj["apiVersion"], "kind": "IPAddressClaim", "name": claim.name,
+               "uid": claim.obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    if pool_uid and spec["pool"].get("namespace", claim.namespace) == claim.namespace:
+        owners.append({"apiVersion": IPAM_API, "kind": "IPPool", "name": spec["pool"]["name"], "uid": pool_uid,
+                       "controller": False, "blockOwnerDeletion": True})
     wanted = {
         "apiVersion": CAPI_IPAM_API, "kind": "IPAddress",
         "metadata": {"name": claim.name, "namespace": claim.namespace, "finalizers": [CAPI_ADDRESS_FINALIZER],
-                     "ownerReferences": [{"apiVersion": CAPI_IPAM_API, "kind": "IPAddressClaim",
-                                          "name": claim.name, "uid": claim.obj["metadata"]["uid"]}]},
-        "spec": {"address": spec["address"], "prefix": spec.get("prefix"), "gateway": spec.get("gateway"),
+                     "ownerReferences": owners},
+        "spec": {"address": spec["address"], "prefix": spec.get("prefix") or 0, "gateway": spec.get("gateway"),
                  "poolRef": {"apiGroup": "ipam.metal3.io", "kind": "IPPool", "name": spec["pool"]["name"]},
                  "claimRef": {"name": claim.name}},
     }
     wanted["spec"] = {k: v for k, v in wanted["spec"].items() if v is not None}
-    with contextlib.suppress(AlreadyExists):
+    try:
         store.create(wanted, dry_run=dry_run)
+    except AlreadyExists:
+        existing = store.get_if_exists(Ref(CAPI_IPAM_API, "IPAddress", claim.name, claim.namespace))
+        if existing is not None and claim.obj["metadata"]["uid"] not in owner_uids(existing):
+            return f"IPAddress {claim.name} exists and was not made for this claim"
+    return None
 
 
 def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
@@ -701,7 +741,7 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         addresses = _pool_addresses(store, current)
         allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in addresses}
         in_use = InUse.of(o for o in (pool.offset_of(a) for a in allocations.values()) if o is not None)
-        status = {**(current.get("status") or {}), "allocations": allocations, "inUse": in_use.encode()}
+        status = {**(current.get("status") or {}), **_allocations_status(allocations), "inUse": in_use.encode()}
         status.pop("lastUpdated", None)
         previous = {k: v for k, v in (current.get("status") or {}).items() if k != "lastUpdated"}
         if status == previous:

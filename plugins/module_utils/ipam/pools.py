@@ -26,21 +26,35 @@ LONGEST_ADDRESS = {4: "255.255.255.255", 6: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:
 MAX_OFFSETS = 1 << 24
 
 
+# allocationStrategy random needs each entry's size as an index: upstream's limit is a Go int, 2**63 - 1.
+RANDOM_MAX_SIZE = (1 << 63) - 1
+
+
 @dataclass(frozen=True)
 class Range:
-    """One pool entry, resolved: its usable addresses and the network settings of an address in it."""
+    """One pool entry, resolved: its usable addresses and the network settings of an address in it.
+
+    An entry may give no address at all (``last < first``): one with only ``end``, which upstream's allocator
+    takes nothing from, or a subnet written at its last address.
+    """
 
     index: int
     first: int
     last: int
     version: int
-    prefix: int
+    prefix: int | None  # None when no prefix is set anywhere: the IPAddress then has none, as upstream's
     gateway: str | None
     dns_servers: tuple[str, ...]
+    # IPv4: the broadcast addresses of the entry's subnet and of the network its prefix defines
+    broadcasts: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
-        return self.last - self.first + 1
+        return max(0, self.last - self.first + 1)
+
+    @property
+    def field(self) -> str:
+        return f"spec.pools[{self.index}]"
 
     def contains(self, address: IPAddress) -> bool:
         return address.version == self.version and self.first <= int(address) <= self.last
@@ -63,7 +77,7 @@ class Pool:
     def address_at(self, offset: int) -> tuple[IPAddress, Range]:
         for entry in self.ranges:
             if offset < entry.size:
-                return ipaddress.ip_address(entry.first + offset), entry
+                return _address(entry.first + offset, entry.version), entry
             offset -= entry.size
         raise IndexError(offset)
 
@@ -82,14 +96,24 @@ class Pool:
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         return next((entry for entry in self.ranges if entry.contains(ip)), None)
 
-    def reserved_offsets(self) -> Iterator[int]:
-        """Offsets never handed out to a claim that did not ask for them: gateways and preAllocations."""
+    def withheld(self, address: str | IPAddress) -> str | None:
+        """Why ``address`` is never handed out, even to a claim that asks for it by name: it is the gateway, or
+        an IPv4 broadcast address, of an entry. None for any other address."""
+        ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         for entry in self.ranges:
-            if entry.gateway:
-                offset = self.offset_of(entry.gateway)
-                if offset is not None:
-                    yield offset
-        for address in self.pre_allocations.values():
+            if entry.gateway and ipaddress.ip_address(entry.gateway) == ip:
+                return f"the gateway of {entry.field}"
+            if ip.version == 4 and int(ip) in entry.broadcasts:
+                return f"the broadcast address of {entry.field}"
+        return None
+
+    def reserved_offsets(self) -> Iterator[int]:
+        """Offsets never handed out to a claim that did not ask for them: gateways, IPv4 broadcast addresses
+        and preAllocations."""
+        reserved: list[IPAddress] = [ipaddress.ip_address(e.gateway) for e in self.ranges if e.gateway]
+        reserved += [_address(b, 4) for e in self.ranges for b in e.broadcasts]
+        reserved += [ipaddress.ip_address(a) for a in self.pre_allocations.values()]
+        for address in reserved:
             offset = self.offset_of(address)
             if offset is not None:
                 yield offset
@@ -99,13 +123,9 @@ class Pool:
 
 
 def address_name(name_prefix: str, address: str) -> str:
-    """`<namePrefix>-<address with '.' and ':' replaced by '-'>`, upstream's IPAddress name.
-
-    An IPv6 address that ends in '::' is spelt '::0' (the same address), since an object name cannot
-    end with '-'; upstream's name for it is not a valid name at all.
-    """
-    spelt = f"{address}0" if address.endswith("::") else address
-    return f"{name_prefix}-{spelt.replace('.', '-').replace(':', '-')}"
+    """Upstream's IPAddress name: ``<namePrefix>-<address>``, '.' and ':' replaced by '-', and the trailing '-'
+    trimmed (an IPv6 address that ends in '::' makes one): ``2001:db8:2::`` in pool s2 is ``s2-2001-db8-2``."""
+    return f"{name_prefix}-{address.replace(':', '-').replace('.', '-')}".rstrip("-")
 
 
 def parse_ip(value: Any, field: str) -> IPAddress:
@@ -116,24 +136,28 @@ def parse_ip(value: Any, field: str) -> IPAddress:
         raise Invalid(f"{field}: Invalid value: {value!r}: not an IP address") from None
 
 
-def _network(value: Any, field: str) -> Network:
+def _subnet(value: Any, field: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    """A subnet as written: its network, and the address it was written with (``192.168.1.10/24``)."""
     try:
-        return ipaddress.ip_network(str(value), strict=False)
+        if "/" not in str(value):
+            raise ValueError(value)
+        return ipaddress.ip_interface(str(value))
     except ValueError:
         raise Invalid(f"{field}: Invalid value: {value!r}: not a CIDR") from None
 
 
-def _subnet_range(network: Network) -> tuple[int, int]:
-    """Usable addresses of a subnet-only entry.
+def _subnet_range(subnet: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> tuple[int, int]:
+    """Usable addresses of an entry given by its subnet.
 
-    As upstream: the network address is skipped, and for IPv4 the broadcast address too. Point-to-point
-    and host subnets are whole: /31 and /127 give both addresses (RFC 3021, RFC 6164), /32 and /128 the one.
+    As upstream: from the address the subnet is written with + 1 (``192.168.1.10/24`` starts at .11,
+    ``192.168.1.0/24`` at .1). Ours: the IPv4 broadcast address is never handed out, and point-to-point and
+    host subnets are whole: /31 and /127 give both addresses (RFC 3021, RFC 6164), /32 and /128 the one.
     """
+    network = subnet.network
     first, last = int(network.network_address), int(network.broadcast_address)
-    host_bits = network.max_prefixlen - network.prefixlen
-    if host_bits <= 1:
+    if network.max_prefixlen - network.prefixlen <= 1:
         return first, last
-    return first + 1, (last - 1 if network.version == 4 else last)
+    return int(subnet.ip) + 1, (last - 1 if network.version == 4 else last)
 
 
 def parse_pool(obj: dict[str, Any]) -> Pool:
@@ -163,41 +187,63 @@ def _check_schema(obj: dict[str, Any]) -> None:
 def _parse(name: str, spec: dict[str, Any]) -> Pool:
     if not spec.get("namePrefix"):
         raise Invalid("spec.namePrefix: Required value")
-    ranges = [_entry(i, entry, spec) for i, entry in enumerate(spec.get("pools") or [])]
+    # The pool's own gateway and DNS servers, whether or not an entry uses them (upstream's webhook checks them).
+    if spec.get("gateway"):
+        parse_ip(spec["gateway"], "spec.gateway")
+    for j, server in enumerate(spec.get("dnsServers") or []):
+        parse_ip(server, f"spec.dnsServers[{j}]")
+    ranges = []
+    for i, entry in enumerate(spec.get("pools") or []):
+        ranges.append(_entry(i, entry, spec))
+        if spec.get("allocationStrategy") == "random":
+            _check_indexable(f"spec.pools[{i}]", entry)
     _check_overlaps(ranges)
     _check_name_prefix(spec["namePrefix"], {r.version for r in ranges} or {4})
     pool = Pool(name, spec["namePrefix"], spec.get("allocationStrategy") or "sequential", tuple(ranges),
                 dict(spec.get("preAllocations") or {}))
-    for claim, address in pool.pre_allocations.items():
-        ip = parse_ip(address, f"spec.preAllocations[{claim}]")
-        if pool.entry_of(ip) is None:
-            raise Invalid(f"spec.preAllocations[{claim}]: Invalid value: {address!r}: outside every pool entry")
+    _check_pre_allocations(pool)
     return pool
+
+
+def _check_pre_allocations(pool: Pool) -> None:
+    """Each preAllocation an address, none twice (upstream's rules), none a gateway or a broadcast address (a
+    gateway is never a claim's address), each inside an entry: what could never be handed out is refused now."""
+    seen: dict[IPAddress, str] = {}
+    for claim, address in pool.pre_allocations.items():
+        field = f"spec.preAllocations[{claim}]"
+        ip = parse_ip(address, field)
+        if ip in seen:
+            raise Invalid(f'{field}: Invalid value: {address!r}: IP address is already pre-allocated to claim '
+                          f'"{seen[ip]}"')
+        seen[ip] = claim
+    for ip, claim in seen.items():
+        field, address = f"spec.preAllocations[{claim}]", pool.pre_allocations[claim]
+        withheld = pool.withheld(ip)
+        if withheld:
+            raise Invalid(f"{field}: Invalid value: {address!r}: {withheld}, which is never handed out")
+        if pool.entry_of(ip) is None:
+            raise Invalid(f"{field}: Invalid value: {address!r}: outside every pool entry")
 
 
 def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any]) -> Range:
     """Pool entry ``i``, with the pool's prefix, gateway and dnsServers where it sets none of its own."""
     where = f"spec.pools[{i}]"
-    subnet = _network(entry["subnet"], f"{where}.subnet") if entry.get("subnet") else None
+    subnet = _subnet(entry["subnet"], f"{where}.subnet") if entry.get("subnet") else None
     start = parse_ip(entry["start"], f"{where}.start") if entry.get("start") else None
     end = parse_ip(entry["end"], f"{where}.end") if entry.get("end") else None
-    versions = {v.version for v in (subnet, start, end) if v is not None}
-    if not versions:
-        raise Invalid(f"{where}: Required value: start and end, or subnet")
+    given = [v for v in (subnet.ip if subnet else None, start, end) if v is not None]
+    if not given:
+        raise Invalid(f"{where}: Required value: pool entry must specify at least one of start, end, or subnet")
+    versions = {v.version for v in given}
     if len(versions) > 1:
         raise Invalid(f"{where}: Invalid value: start, end and subnet mix IPv4 and IPv6")
     version = versions.pop()
-    first, last = _bounds(where, version, subnet, start, end)
-    prefix, prefix_field = entry.get("prefix"), f"{where}.prefix"
-    if prefix is None:
-        prefix, prefix_field = spec.get("prefix"), "spec.prefix"
-    if prefix is None:
-        if subnet is None:
-            raise Invalid(f"{where}.prefix: Required value: set prefix on the entry or the pool, or a subnet")
-        prefix, prefix_field = subnet.prefixlen, f"{where}.subnet"
-    if not 0 <= prefix <= (32 if version == 4 else 128):
-        raise Invalid(f"{prefix_field}: Invalid value: {prefix}: out of range for IPv{version}")
-    network = _range_network(where, entry, _address(first, version), _address(last, version), prefix, prefix_field)
+    prefix, prefix_field = _prefix(where, entry, spec, subnet, version)
+    first, last = _bounds(where, version, subnet, start, end, prefix)
+    network = None
+    if prefix is not None and first <= last:
+        network = _range_network(where, entry, _address(first, version), _address(last, version), prefix,
+                                 prefix_field)
     gateway, gateway_field = entry.get("gateway"), f"{where}.gateway"
     if not gateway:
         gateway, gateway_field = spec.get("gateway"), "spec.gateway"
@@ -205,31 +251,95 @@ def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any]) -> Range:
         gateway_ip = parse_ip(gateway, gateway_field)
         if gateway_ip.version != version:
             raise Invalid(f"{gateway_field}: Invalid value: {gateway!r}: not an IPv{version} address")
-        _check_gateway(gateway_ip, network, where, gateway_field)
-    dns = entry.get("dnsServers", spec.get("dnsServers")) or []
-    for j, server in enumerate(dns):
-        parse_ip(server, f"{where}.dnsServers[{j}]" if entry.get("dnsServers") else f"spec.dnsServers[{j}]")
-    return Range(i, first, last, version, prefix, gateway or None, tuple(dns))
+        if network is not None:
+            _check_gateway(gateway_ip, network, where, gateway_field)
+    for j, server in enumerate(entry.get("dnsServers") or []):
+        parse_ip(server, f"{where}.dnsServers[{j}]")
+    dns = entry.get("dnsServers") or spec.get("dnsServers") or []
+    return Range(i, first, last, version, prefix, gateway or None, tuple(dns),
+                 _broadcasts(version, subnet.network if subnet else None, network))
 
 
-def _bounds(where: str, version: int, subnet: Network | None, start: IPAddress | None,
-            end: IPAddress | None) -> tuple[int, int]:
-    """First and last address of an entry: start and end, or what of them the subnet gives."""
-    if start is None and subnet is None:
-        raise Invalid(f"{where}.start: Required value: start or subnet is required")
-    if end is None and subnet is None:
-        raise Invalid(f"{where}.end: Required value: end or subnet is required")
-    subnet_first, subnet_last = _subnet_range(subnet) if subnet else (0, 0)
+def _prefix(where: str, entry: dict[str, Any], spec: dict[str, Any],
+            subnet: ipaddress.IPv4Interface | ipaddress.IPv6Interface | None, version: int) -> tuple[int | None, str]:
+    """The entry's prefix and the field it comes from: its own, else the pool's, else its subnet's; None when
+    there is none. A prefix of 0 is none, as upstream reads it (its prefix is an int, 0 when left out)."""
+    for prefix, field in ((entry.get("prefix"), f"{where}.prefix"), (spec.get("prefix"), "spec.prefix")):
+        if prefix:
+            if prefix > (32 if version == 4 else 128):
+                raise Invalid(f"{field}: Invalid value: {prefix}: out of range for IPv{version}")
+            return prefix, field
+    if subnet is not None:
+        return subnet.network.prefixlen, f"{where}.subnet"
+    return None, ""
+
+
+def _bounds(where: str, version: int, subnet: ipaddress.IPv4Interface | ipaddress.IPv6Interface | None,
+            start: IPAddress | None, end: IPAddress | None, prefix: int | None) -> tuple[int, int]:
+    """First and last address of an entry: start and end, or what of them the subnet gives.
+
+    Where upstream reads them otherwise: an entry with only ``start`` ends with the network its prefix defines
+    (upstream's goes on to the family's last address), and ``end`` always bounds an entry (upstream's allocator
+    reads it only beside ``start``). An entry with only ``end`` gives nothing, as upstream's.
+    """
     if subnet is not None:
         for field, value in (("start", start), ("end", end)):
-            if value is not None and value not in subnet:
-                raise Invalid(f"{where}.{field}: Invalid value: {str(value)!r}: outside the subnet {subnet}")
-    first = int(start) if start is not None else subnet_first
-    last = int(end) if end is not None else subnet_last
+            if value is not None and value not in subnet.network:
+                raise Invalid(f"{where}.{field}: Invalid value: {str(value)!r}: outside the subnet {subnet.network}")
+        first, last = _subnet_range(subnet)
+        first = int(start) if start is not None else first
+        last = int(end) if end is not None else last
+    elif start is not None:
+        first = int(start)
+        if end is not None:
+            last = int(end)
+        elif prefix is not None:
+            last = int(ipaddress.ip_network((start, prefix), strict=False).broadcast_address)
+        else:
+            last = int(ipaddress.ip_address(LONGEST_ADDRESS[version]))
+    else:
+        return int(end) + 1, int(end)  # type: ignore[arg-type] # only end: no address, as upstream's
     if first > last:
-        raise Invalid(f"{where}.start: Invalid value: {str(_address(first, version))!r}: "
-                      f"after end {str(_address(last, version))!r}")
+        if start is not None and end is not None:
+            raise Invalid(f"{where}.start: Invalid value: {str(start)!r}: after end {str(end)!r}")
+        if start is not None:
+            raise Invalid(f"{where}.start: Invalid value: {str(start)!r}: after "
+                          f"{str(_address(last, version))!r}, the last address the subnet gives")
+        if end is not None:
+            raise Invalid(f"{where}.end: Invalid value: {str(end)!r}: before "
+                          f"{str(_address(first, version))!r}, the first address the subnet gives")
     return first, last
+
+
+def _broadcasts(version: int, *networks: Network | None) -> tuple[int, ...]:
+    """The IPv4 broadcast addresses of the given networks (none for /31 and /32)."""
+    if version != 4:
+        return ()
+    return tuple(sorted({int(n.broadcast_address) for n in networks if n is not None and n.prefixlen <= 30}))
+
+
+def _check_indexable(where: str, entry: dict[str, Any]) -> None:
+    """Upstream's rule for allocationStrategy random: each entry has a size, by upstream's reckoning, that an
+    index can hold. An entry with only start (or only end), or one too large (a /32 of IPv6), is refused with
+    upstream's message."""
+    subnet = ipaddress.ip_interface(str(entry["subnet"])).network if entry.get("subnet") else None
+    start = ipaddress.ip_address(str(entry["start"])) if entry.get("start") else None
+    end = ipaddress.ip_address(str(entry["end"])) if entry.get("end") else None
+    problem, size = None, 0
+    if start is None and subnet is None:
+        problem = "either Start or Subnet is required for ipAddress"
+    elif start is not None and end is not None:
+        size = int(end) - int(start) + 1
+    elif start is not None and subnet is not None:
+        size = int(subnet.broadcast_address) - int(start) + 1
+    elif start is not None:
+        problem = "pool with Start requires End or Subnet to determine size"
+    elif subnet is not None:
+        size = int(subnet.broadcast_address) - int(subnet.network_address)
+    if problem is None and size > RANDOM_MAX_SIZE:
+        problem = "pool size exceeds int range"
+    if problem:
+        raise Invalid(f'{where}: Invalid value: "": cannot be used with allocationStrategy "random": {problem}')
 
 
 def _address(value: int, version: int) -> IPAddress:
@@ -272,7 +382,7 @@ def _check_name_prefix(name_prefix: str, versions: set[int]) -> None:
 
 
 def _check_overlaps(ranges: Iterable[Range]) -> None:
-    ordered = sorted(ranges, key=lambda r: (r.version, r.first))
+    ordered = sorted((r for r in ranges if r.size), key=lambda r: (r.version, r.first))
     for before, after in zip(ordered, ordered[1:], strict=False):
         if before.version == after.version and after.first <= before.last:
             low, high = sorted((before.index, after.index))

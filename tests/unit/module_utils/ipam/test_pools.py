@@ -25,6 +25,18 @@ RANGES = [
     ([{"subnet": "2001:db8::/127"}], [("2001:db8::", "2001:db8::1")], 127, {}),
     ([{"subnet": "2001:db8::5/128"}], [("2001:db8::5", "2001:db8::5")], 128, {}),
     ([{"start": "10.0.0.1", "end": "10.0.0.2", "prefix": 28}], [("10.0.0.1", "10.0.0.2")], 28, {"prefix": 24}),
+    # a subnet written with host bits starts at the written address + 1, as upstream's
+    ([{"subnet": "192.168.1.10/24"}], [("192.168.1.11", "192.168.1.254")], 24, {}),
+    ([{"subnet": "2001:db8::10/120"}], [("2001:db8::11", "2001:db8::ff")], 120, {}),
+    # start and end without a prefix anywhere: no prefix, as upstream's (its IPAddresses have none)
+    ([{"start": "10.0.0.1", "end": "10.0.0.9"}], [("10.0.0.1", "10.0.0.9")], None, {}),
+    # only start: to the end of the network its prefix defines, or of the family without one
+    ([{"start": "10.0.0.10"}], [("10.0.0.10", "10.0.0.255")], 24, {"prefix": 24}),
+    ([{"start": "10.0.0.10"}], [("10.0.0.10", "255.255.255.255")], None, {}),
+    ([{"start": "2001:db8::10"}], [("2001:db8::10", "2001:db8::ffff:ffff:ffff:ffff")], 64, {"prefix": 64}),
+    # a prefix of 0 is no prefix, as upstream reads it: the pool's, or the subnet's
+    ([{"subnet": "10.0.0.0/24", "prefix": 0}], [("10.0.0.1", "10.0.0.254")], 24, {}),
+    ([{"start": "10.0.0.1", "end": "10.0.0.2", "prefix": 0}], [("10.0.0.1", "10.0.0.2")], 16, {"prefix": 16}),
 ]
 
 
@@ -33,8 +45,15 @@ def test_ranges(entries, bounds, prefix, spec):
     import ipaddress
 
     parsed = parse_pool(pool(*entries, **spec))
-    assert [(str(ipaddress.ip_address(r.first)), str(ipaddress.ip_address(r.last))) for r in parsed.ranges] == bounds
+    family = {4: ipaddress.IPv4Address, 6: ipaddress.IPv6Address}
+    assert [(str(family[r.version](r.first)), str(family[r.version](r.last))) for r in parsed.ranges] == bounds
     assert parsed.ranges[0].prefix == prefix
+
+
+def test_an_entry_with_only_end_gives_no_address_as_upstreams():
+    parsed = parse_pool(pool({"end": "10.0.0.20"}, {"start": "10.0.1.1", "end": "10.0.1.2"}, prefix=24))
+    assert parsed.ranges[0].size == 0
+    assert [str(parsed.address_at(i)[0]) for i in range(parsed.size)] == ["10.0.1.1", "10.0.1.2"]
 
 
 def test_an_entry_overrides_the_pool_prefix_gateway_and_dns():
@@ -62,11 +81,19 @@ def test_the_gateway_and_pre_allocations_are_reserved():
     assert sorted(parsed.reserved_offsets()) == [0, 2]
 
 
+def test_the_ipv4_broadcast_address_of_an_entrys_network_is_reserved_even_inside_start_and_end():
+    parsed = parse_pool(pool({"start": "10.0.0.250", "end": "10.0.0.255"}, prefix=24))
+    assert [str(parsed.address_at(o)[0]) for o in parsed.reserved_offsets()] == ["10.0.0.255"]
+    assert parsed.withheld("10.0.0.255") == "the broadcast address of spec.pools[0]"
+    assert parsed.withheld("10.0.0.254") is None
+
+
 def test_the_address_name_is_upstreams():
     parsed = parse_pool(pool({"subnet": "10.0.0.0/29"}))
     assert parsed.address_name("10.0.0.3") == "p-10-0-0-3"
     assert parsed.address_name("2001:db8::3") == "p-2001-db8--3"
-    assert parsed.address_name("2001:db8::") == "p-2001-db8--0"
+    assert parsed.address_name("2001:db8::") == "p-2001-db8"  # upstream trims the trailing '-'
+    assert parsed.address_name("2001:db8:2::") == "p-2001-db8-2"
 
 
 REFUSED = [
@@ -84,8 +111,31 @@ REFUSED = [
     (pool({"subnet": "10.0.0.0/24", "gateway": "2001:db8::1"}), r"spec\.pools\[0\]\.gateway: .* not an IPv4"),
     (pool({"subnet": "10.0.0.0/24"}, gateway="10.0.0.x"), r"spec\.gateway: Invalid value"),
     (pool({"subnet": "10.0.0.0/24"}, dnsServers=["dns"]), r"spec\.dnsServers\[0\]: Invalid value"),
-    (pool({"start": "10.0.0.1", "end": "10.0.0.9"}), r"spec\.pools\[0\]\.prefix: Required value"),
-    (pool({"start": "10.0.0.1"}, prefix=24), r"spec\.pools\[0\]\.end: Required value"),
+    (pool(gateway="10.0.0.x"), r"spec\.gateway: Invalid value: '10\.0\.0\.x': not an IP address"),  # no entry uses it
+    (pool(dnsServers=["8.8.8.8", "dns"]), r"spec\.dnsServers\[1\]: Invalid value: 'dns'"),
+    (pool({"subnet": "10.0.0.0/24", "dnsServers": ["dns"]}), r"spec\.pools\[0\]\.dnsServers\[0\]: Invalid value"),
+    (pool({"subnet": "10.0.0.1"}), r"spec\.pools\[0\]\.subnet: Invalid value: '10\.0\.0\.1': not a CIDR"),
+    (pool({"subnet": "10.0.0.0/24", "end": "10.0.0.0"}),
+     r"spec\.pools\[0\]\.end: Invalid value: '10\.0\.0\.0': before '10\.0\.0\.1', the first address the subnet"),
+    (pool({"subnet": "10.0.0.0/24", "start": "10.0.0.255"}),
+     r"spec\.pools\[0\]\.start: Invalid value: '10\.0\.0\.255': after '10\.0\.0\.254', the last address"),
+    (pool({"start": "10.0.0.1"}, prefix=24, allocationStrategy="random"),
+     r'spec\.pools\[0\]: Invalid value: "": cannot be used with allocationStrategy "random": pool with Start '
+     r"requires End or Subnet to determine size$"),
+    (pool({"end": "10.0.0.1"}, prefix=24, allocationStrategy="random"),
+     r'cannot be used with allocationStrategy "random": either Start or Subnet is required for ipAddress$'),
+    (pool({"subnet": "2001:db8::/64"}, allocationStrategy="random"),
+     r'spec\.pools\[0\]: Invalid value: "": cannot be used with allocationStrategy "random": pool size exceeds int '
+     r"range$"),
+    (pool({"subnet": "10.0.0.0/24"}, preAllocations={"a": "10.0.0.5", "b": "10.0.0.5"}),
+     r"spec\.preAllocations\[b\]: Invalid value: '10\.0\.0\.5': IP address is already pre-allocated to claim \"a\""),
+    (pool({"subnet": "2001:db8::/64"}, preAllocations={"a": "2001:db8::1", "b": "2001:0db8:0:0:0:0:0:0001"}),
+     r"spec\.preAllocations\[b\]: .* IP address is already pre-allocated to claim \"a\""),
+    (pool({"subnet": "10.0.0.0/24"}, gateway="10.0.0.1", preAllocations={"gw": "10.0.0.1"}),
+     r"spec\.preAllocations\[gw\]: Invalid value: '10\.0\.0\.1': the gateway of spec\.pools\[0\], which is never "
+     r"handed out"),
+    (pool({"subnet": "10.0.0.0/24"}, preAllocations={"b": "10.0.0.255"}),
+     r"spec\.preAllocations\[b\]: .* the broadcast address of spec\.pools\[0\], which is never handed out"),
     (pool({"prefix": 24}), r"spec\.pools\[0\]: Required value"),
     (pool({"subnet": "10.0.0.0/24", "prefix": 40}), r"spec\.pools\[0\]\.prefix: Invalid value: 40"),
     ({"metadata": {"name": "p"}, "spec": {}}, r"spec\.namePrefix: Required value"),
@@ -187,6 +237,11 @@ ACCEPTED = [
     pool({"subnet": "10.0.0.0/24"}, namePrefix="p-"),  # 'p--10-0-0-1' is a name
     pool({"subnet": "2001:db8::/64"}, namePrefix="p" * 213),  # 253 characters with the longest IPv6 address
     pool({"start": "::1", "end": "::5"}, prefix=64),
+    pool({"start": "10.0.0.1", "end": "10.0.0.9"}),  # no prefix anywhere, as upstream accepts
+    pool({"start": "10.0.0.1"}, prefix=24),  # only start, with sequential allocation
+    pool({"end": "10.0.0.9"}),  # only end: accepted, gives nothing
+    pool({"start": "10.0.0.10", "end": "10.0.0.20", "gateway": "192.168.1.1"}),  # no prefix: no network to check
+    pool({"subnet": "2001:db8::/66"}, allocationStrategy="random"),  # 2**62 addresses: upstream's index holds it
 ]
 
 
