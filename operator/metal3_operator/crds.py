@@ -1,7 +1,9 @@
 """Install (create or replace) CustomResourceDefinitions and wait until they are served.
 
 ``python -m metal3_operator.crds FILE...`` does it against the cluster of KUBECONFIG; ``make operator`` runs it
-before the operator, and the test harness uses ``install`` for its own cluster.
+before the operator, and the test harness uses ``install`` for its own cluster. A CRD serving several versions of
+a converted group converts through the conversion webhook named by ``conversion`` (a clientConfig); without one,
+the conversion a CRD already has on the cluster is kept, so re-installing never breaks a running webhook.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from metal3_operator.conversion_webhook import crd_conversion
+
 
 class CRDError(Exception):
     pass
@@ -28,10 +32,13 @@ def _wait(what: str, ready: Any, deadline: float, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def install(api: client.ApiClient, paths: list[Path], timeout: float = 60.0) -> list[str]:
+def install(api: client.ApiClient, paths: list[Path], timeout: float = 60.0,
+            conversion: dict[str, Any] | None = None) -> list[str]:
     """Every CRD in ``paths`` in place, Established, and served; their names."""
     extensions = client.ApiextensionsV1Api(api)
     crds = [doc for path in paths for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
+    if conversion:
+        crds = [crd_conversion(crd, conversion) for crd in crds]
     for crd in crds:
         name = crd["metadata"]["name"]
         try:
@@ -39,8 +46,10 @@ def install(api: client.ApiClient, paths: list[Path], timeout: float = 60.0) -> 
         except ApiException as e:
             if e.status != 409:
                 raise CRDError(f"CRD {name} refused: {e.body}") from None
-            current = extensions.read_custom_resource_definition(name)
-            crd["metadata"]["resourceVersion"] = current.metadata.resource_version
+            current = api.sanitize_for_serialization(extensions.read_custom_resource_definition(name))
+            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if "conversion" not in crd["spec"] and "conversion" in current["spec"]:
+                crd["spec"]["conversion"] = current["spec"]["conversion"]
             extensions.replace_custom_resource_definition(name, crd)
     deadline = time.monotonic() + timeout
 

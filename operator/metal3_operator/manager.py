@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from metal3_operator import conversion_webhook
 from metal3_operator.controller import Controller
 from metal3_operator.leader import LeaderElector
 from metal3_operator.metrics import Metrics, metrics_route, probe, serve
@@ -57,6 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--leader-election-namespace", default=None)
     p.add_argument("--metrics-bind-address", default=":8080", help="'0' turns it off")
     p.add_argument("--health-probe-bind-address", default=":6789", help="'0' turns it off")
+    p.add_argument("--webhook-bind-address", default="0",
+                   help="the CAPM3 conversion webhook over TLS, e.g. ':9443'; '0' (the default) turns it off")
+    p.add_argument("--webhook-cert-dir", default="/tmp/k8s-webhook-server/serving-certs",  # noqa: S108
+                   help="holds the webhook's tls.crt and tls.key")
     p.add_argument("--max-concurrent-reconciles", type=int, default=os.cpu_count() or 1)
     p.add_argument("--reconcile-period", default="10h")
     # 0, not the Ansible Operator's 2: the runs' output is not read, and each -v costs display work.
@@ -141,6 +147,13 @@ class Manager:
                 servers.append(serve(bind, routes))
             except (OSError, ValueError) as e:
                 raise ValueError(f"{flag} {bind}: {e}") from None
+        if self.args.webhook_bind_address != "0":
+            certs = Path(self.args.webhook_cert_dir)
+            try:
+                servers.append(conversion_webhook.serve(self.args.webhook_bind_address, certs / "tls.crt",
+                                                        certs / "tls.key"))
+            except (OSError, ssl.SSLError, ValueError) as e:
+                raise ValueError(f"--webhook-bind-address {self.args.webhook_bind_address}: {e}") from None
         return servers
 
     def run(self) -> int:

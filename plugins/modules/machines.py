@@ -10,8 +10,10 @@ version_added: 0.1.0
 author: Metal3 community (@metal3-io)
 description:
   - What a KubeadmControlPlane or a MachineDeployment does, for bastions without Cluster API - keeps O(replicas)
-    C(cluster.x-k8s.io/v1beta1) Machines named C(<name>-<i>), each with a Metal3Machine cloned from O(template)
-    (annotation C(cluster.x-k8s.io/cloned-from-name)) and owned by its Machine.
+    C(cluster.x-k8s.io/v1beta1) Machines named C(<name>-<i>), each with a Metal3Machine
+    (C(infrastructure.cluster.x-k8s.io/v1beta2)) cloned from O(template) (annotation
+    C(cluster.x-k8s.io/cloned-from-name)) and owned by its Machine. The template and the Metal3Cluster may have
+    been written at either CAPM3 version.
   - Each new machine gets the failure domain of the Metal3Cluster with the fewest machines of the set (ties -
     the first by name); a control plane only uses domains marked C(controlPlane).
   - Machines beyond O(replicas) are deleted, their Metal3Machines with them (which releases their hosts).

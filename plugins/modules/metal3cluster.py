@@ -5,13 +5,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: metal3cluster
-short_description: Reconcile a Metal3Cluster - ready with its control-plane endpoint, failure domains in status
+short_description: Reconcile a Metal3Cluster - provisioned with its control-plane endpoint, failure domains in status
 version_added: 0.1.0
 author: Metal3 community (@metal3-io)
 description:
-  - One reconcile step of a C(infrastructure.cluster.x-k8s.io/v1beta1) Metal3Cluster, as CAPM3's controller - the
-    finalizer, C(status.ready) once C(spec.controlPlaneEndpoint) has a host and a port, C(status.failureDomains)
-    copied from the spec, the C(BaremetalInfrastructureReady) condition.
+  - One reconcile step of a Metal3Cluster, as CAPM3's controller - the finalizer,
+    C(status.initialization.provisioned) once C(spec.controlPlaneEndpoint) has a host and a port,
+    C(status.failureDomains) copied from the spec, the C(BaremetalInfrastructureReady) condition.
+  - The cluster is read and written at C(infrastructure.cluster.x-k8s.io/v1beta2), the CRDs' storage version; one
+    written at C(v1beta1) is converted (a v1beta1 reader sees C(status.ready) and a failure domain map).
   - A deleted Metal3Cluster goes once none of its Metal3Machines (label C(cluster.x-k8s.io/cluster-name)) is left.
 extends_documentation_fragment:
   - metal3.baremetal.store
@@ -41,7 +43,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ready:
-  description: C(status.ready).
+  description: C(status.initialization.provisioned) (v1beta1's C(status.ready)).
   returned: always
   type: bool
 requeue_after:

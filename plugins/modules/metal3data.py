@@ -17,6 +17,8 @@ description:
     are never rendered again once they exist.
   - Deleted, they release their addresses and secrets. One step - what the operator runs for an event;
     M(metal3.baremetal.metal3machine) runs it too, for its own claim.
+  - Read and written at C(infrastructure.cluster.x-k8s.io/v1beta2) (Metal3Data get no C(templateReference),
+    v1beta1's only); the template's metaData and networkData are rendered in either version's spelling.
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.attributes

@@ -14,7 +14,12 @@ description:
     data template of the claimed host's failure domain (C(dataTemplatesByFailureDomain) or the template's
     C(failureDomainDataTemplates), else C(dataTemplate)), render C(<machine>-metadata) and
     C(<machine>-networkdata) with addresses from the IP pools, write the host's spec, and once the host is
-    provisioned set C(providerID) (C(metal3://<namespace>/<host>/<machine>)), the addresses and C(ready).
+    provisioned set C(providerID) (C(metal3://<namespace>/<host>/<machine>)), the addresses and
+    C(status.initialization.provisioned).
+  - Metal3Machines and the objects they lead to are read and written at C(infrastructure.cluster.x-k8s.io/v1beta2),
+    the CRDs' storage version; those written at C(v1beta1) are converted (C(image.format) is v1beta2's
+    C(image.diskFormat), which the host gets as its C(image.format); C(status.ready) is
+    C(status.initialization.provisioned)).
   - A deleted Metal3Machine clears and powers off its host, waits for it to deprovision, releases it (or keeps it
     for node reuse), releases its data and addresses, then lets the Metal3Machine go.
   - A host is claimed by a resourceVersion-checked update, so two claimers never get one host.

@@ -3,6 +3,8 @@
 The binaries come from hack/kube-binaries.sh (built with Go once per machine). Certificates, the
 service-account key and a static admin token are made here; kube-controller-manager runs only the garbage
 collector and namespace controllers, which is what ownerReference cascades and namespace deletion need.
+The collection's conversion webhook runs beside them, as CAPM3's does on a real cluster: the CAPM3 CRDs store
+v1beta2 and serve v1beta1, and only a webhook converts between them.
 
 CLI, for people (`make cluster` / `make cluster-down`):
     python tests/harness/cluster.py up --dir DIR     start detached, install the CRDs, print the KUBECONFIG
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import datetime
 import ipaddress
 import os
@@ -102,6 +105,7 @@ class KubeCluster:
         self.bin_dir = bin_dir
         self.processes: dict[str, subprocess.Popen] = {}
         self.port = 0
+        self.webhook_port = 0
         self.token = ""
 
     # -- paths -------------------------------------------------------------------------------------
@@ -153,6 +157,7 @@ class KubeCluster:
         ])
         self._write_kubeconfig()
         self._wait_ready()
+        self._start_conversion_webhook()
         controller_manager = bin_dir / "kube-controller-manager"
         if controller_manager.exists():
             self._spawn("kube-controller-manager", [
@@ -164,10 +169,42 @@ class KubeCluster:
         (self.workdir / "pids").write_text("".join(f"{p.pid}\n" for p in self.processes.values()))
         return self
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                 stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _start_conversion_webhook(self) -> None:
+        """The webhook on a free loopback port, serving with the apiserver's certificate (its SAN has 127.0.0.1)."""
+        certs = self.workdir / "webhook"
+        certs.mkdir(exist_ok=True)
+        (certs / "tls.crt").write_bytes((self.workdir / "server.crt").read_bytes())
+        (certs / "tls.key").write_bytes((self.workdir / "server.key").read_bytes())
+        self.webhook_port = free_port()
+        path = os.pathsep.join([str(REPO / "build" / "collections"), str(REPO / "operator")])
+        self._spawn("conversion-webhook", [
+            sys.executable, "-m", "metal3_operator.conversion_webhook",
+            f"--bind-address=127.0.0.1:{self.webhook_port}", f"--cert-dir={certs}",
+        ], env={**os.environ, "PYTHONPATH": path})
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            process = self.processes["conversion-webhook"]
+            if process.poll() is not None:
+                raise ClusterError(f"the conversion webhook exited with {process.returncode}:\n"
+                                   f"{self._log_tail('conversion-webhook')}")
+            try:
+                socket.create_connection(("127.0.0.1", self.webhook_port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise ClusterError("the conversion webhook did not listen") from None
+                time.sleep(0.1)
+
+    @property
+    def conversion(self) -> dict[str, Any]:
+        """The clientConfig by which kube-apiserver reaches the conversion webhook."""
+        return {"url": f"https://127.0.0.1:{self.webhook_port}/convert",
+                "caBundle": base64.b64encode(self.ca_cert.read_bytes()).decode()}
 
     def _log_tail(self, name: str, lines: int = 30) -> str:
         path = self.workdir / f"{name}.log"
@@ -236,7 +273,8 @@ class KubeCluster:
         from metal3_operator.crds import CRDError, install
 
         try:
-            return install(self.api_client(), list(CRD_FILES if paths is None else paths), timeout)
+            return install(self.api_client(), list(CRD_FILES if paths is None else paths), timeout,
+                           conversion=self.conversion)
         except CRDError as e:
             raise ClusterError(str(e)) from None
 

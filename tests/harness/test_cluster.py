@@ -61,4 +61,4 @@ def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
         down = subprocess.run([*script, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60,
                               check=False)
     assert down.returncode == 0, down.stderr
-    assert "stopped 3 processes" in down.stdout
+    assert "stopped 4 processes" in down.stdout  # etcd, kube-apiserver, controller-manager, conversion webhook

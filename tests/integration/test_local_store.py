@@ -1,8 +1,10 @@
 """What only the local backend has to prove: its file, and that processes sharing it are safe."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -113,8 +115,6 @@ def test_processes_racing_read_modify_write_lose_no_update(tmp_path: Path):
 
 
 def test_opening_an_existing_store_does_not_wait_for_the_write_lock(tmp_path: Path):
-    import sqlite3
-
     path = str(tmp_path / "store.db")
     LocalStore(path).close()
     writer = sqlite3.connect(path, isolation_level=None)
@@ -125,3 +125,49 @@ def test_opening_an_existing_store_does_not_wait_for_the_write_lock(tmp_path: Pa
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+INFRA_V1 = "infrastructure.cluster.x-k8s.io/v1beta1"
+INFRA_V2 = "infrastructure.cluster.x-k8s.io/v1beta2"
+
+
+def stored_body(path: Path, kind: str, name: str) -> dict:
+    with sqlite3.connect(str(path)) as db:
+        (body,) = db.execute("SELECT body FROM objects WHERE kind=? AND name=?", (kind, name)).fetchone()
+    return json.loads(body)
+
+
+def test_capm3_objects_are_kept_at_v1beta2_what_it_cannot_hold_in_the_conversion_annotation(tmp_path: Path):
+    path = tmp_path / "store.db"
+    with LocalStore(str(path)) as store:
+        store.create({"apiVersion": INFRA_V1, "kind": "Metal3Cluster", "metadata": {"name": "c", "namespace": "ns"},
+                      "spec": {"noCloudProvider": True, "failureDomains": {"az-a": {"controlPlane": True}}}})
+        store.create({"apiVersion": INFRA_V1, "kind": "Metal3Machine", "metadata": {"name": "m", "namespace": "ns"},
+                      "spec": {"image": {"url": "http://images/os.img", "format": "raw"}}})
+    cluster, machine = stored_body(path, "Metal3Cluster", "c"), stored_body(path, "Metal3Machine", "m")
+    assert cluster["apiVersion"] == machine["apiVersion"] == INFRA_V2
+    assert cluster["spec"] == {"cloudProviderEnabled": False,
+                               "failureDomains": [{"name": "az-a", "controlPlane": True}]}
+    assert '"noCloudProvider":true' in cluster["metadata"]["annotations"]["cluster.x-k8s.io/conversion-data"]
+    assert machine["spec"]["image"] == {"url": "http://images/os.img", "diskFormat": "raw"}
+    assert "annotations" not in machine["metadata"]  # nothing lost: no annotation
+
+
+def test_objects_an_earlier_collection_stored_at_v1beta1_are_served_and_moved_to_v1beta2_on_their_next_write(
+        tmp_path: Path):
+    path = tmp_path / "store.db"
+    with LocalStore(str(path)) as store:
+        store.create({"apiVersion": INFRA_V1, "kind": "Metal3Machine", "metadata": {"name": "m", "namespace": "ns"},
+                      "spec": {"image": {"url": "http://images/os.img", "format": "raw"}}})
+    old = stored_body(path, "Metal3Machine", "m")
+    old.update(apiVersion=INFRA_V1, spec={"image": {"url": "http://images/os.img", "format": "raw"}})
+    with sqlite3.connect(str(path)) as db:  # as the collection stored it when v1beta1 was its only version
+        db.execute("UPDATE objects SET body=? WHERE kind='Metal3Machine'", (json.dumps(old),))
+    with LocalStore(str(path)) as store:
+        assert store.get(Ref(INFRA_V1, "Metal3Machine", "m", "ns"))["spec"]["image"]["format"] == "raw"
+        current = store.get(Ref(INFRA_V2, "Metal3Machine", "m", "ns"))
+        assert current["spec"]["image"]["diskFormat"] == "raw"
+        store.patch(Ref(INFRA_V2, "Metal3Machine", "m", "ns"), {"spec": {"failureDomain": "az-a"}})
+    moved = stored_body(path, "Metal3Machine", "m")
+    assert moved["apiVersion"] == INFRA_V2
+    assert moved["spec"] == {"image": {"url": "http://images/os.img", "diskFormat": "raw"}, "failureDomain": "az-a"}

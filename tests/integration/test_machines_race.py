@@ -18,10 +18,12 @@ ROUNDS = 20
 def seed(path: Path) -> None:
     with LocalStore(str(path)) as store:
         store.create({"apiVersion": INFRA_API, "kind": "Metal3Cluster", "metadata": {"name": "race", "namespace": NS},
-                      "spec": {"failureDomains": {"az-a": {"controlPlane": True}, "az-b": {"controlPlane": True}}}})
+                      "spec": {"failureDomains": [{"name": "az-a", "controlPlane": True},
+                                                  {"name": "az-b", "controlPlane": True}]}})
         store.create({"apiVersion": INFRA_API, "kind": "Metal3MachineTemplate",
                       "metadata": {"name": "race", "namespace": NS},
-                      "spec": {"template": {"spec": {"image": {"url": "http://images.example/os.img"},
+                      "spec": {"template": {"spec": {"image": {"url": "http://images.example/os.img",
+                                                               "checksum": "http://images.example/os.img.sha256"},
                                                      "hostSelector": {"matchLabels": {"race": "yes"}}}}}})
         for i in range(10):
             host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",

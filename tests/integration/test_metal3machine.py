@@ -1,9 +1,12 @@
-"""The Metal3Machine flow end to end on the demo's manifests, against a real Ironic (fake-hardware)."""
+"""The Metal3Machine flow end to end on the demo's manifests, against a real Ironic (fake-hardware): as the demo
+writes them (CAPM3's v1beta1), and as a user writes them at today's v1beta2."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
@@ -20,16 +23,73 @@ from tests.integration.playbook_runs import REPO
 
 DEMO = REPO / "playbooks" / "files" / "demo"
 NS = "metal3"
+V2 = "infrastructure.cluster.x-k8s.io/v1beta2"
+
+# The demo's CAPM3 documents that v1beta2 spells otherwise, written as a v1beta2 user writes them. The data
+# templates are the seed's and read the same in both versions: they only change apiVersion.
+V1BETA2 = {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all("""
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: Metal3Cluster
+metadata: {name: my-cluster, labels: {metal3.baremetal/demo: "true"}}
+spec:
+  controlPlaneEndpoint: {host: 192.168.11.5, port: 6443}
+  cloudProviderEnabled: false
+  failureDomains:
+  - {name: az-a, controlPlane: true}
+  - {name: az-b, controlPlane: true}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: Metal3MachineTemplate
+metadata: {name: my-cluster-controlplane, labels: {metal3.baremetal/demo: "true"}}
+spec:
+  template:
+    spec:
+      image:
+        url: http://images.example/ubuntu-24.04.qcow2
+        checksum: http://images.example/ubuntu-24.04.qcow2.sha256sum
+        checksumType: sha256
+        diskFormat: qcow2
+      hostSelector: {matchLabels: {metal3.baremetal/demo: "true"}}
+      dataTemplate: {name: cp-net-az-a}
+      dataTemplatesByFailureDomain:
+        az-a: {name: cp-net-az-a}
+        az-b: {name: cp-net-az-b}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: Metal3MachineTemplate
+metadata: {name: my-cluster-workers, labels: {metal3.baremetal/demo: "true"}}
+spec:
+  template:
+    spec:
+      image:
+        url: http://images.example/ubuntu-24.04.qcow2
+        checksum: http://images.example/ubuntu-24.04.qcow2.sha256sum
+        checksumType: sha256
+        diskFormat: qcow2
+      hostSelector: {matchLabels: {metal3.baremetal/demo: "true"}}
+      dataTemplate: {name: cp-net-az-a}
+  failureDomainDataTemplates:
+  - {failureDomain: az-a, dataTemplate: {name: cp-net-az-a}}
+  - {failureDomain: az-b, dataTemplate: {name: cp-net-az-b}}
+""")}
 
 
-@pytest.fixture
-def lab(tmp_path: Path, ironic, monkeypatch):
+def at_version(obj: dict, version: str) -> dict:
+    """A demo document as written at ``version`` of CAPM3's API (other groups' as they are)."""
+    if version == "v1beta1" or not obj["apiVersion"].startswith("infrastructure.cluster.x-k8s.io/"):
+        return obj
+    return copy.deepcopy(V1BETA2.get((obj["kind"], obj["metadata"]["name"])) or {**obj, "apiVersion": V2})
+
+
+@pytest.fixture(params=["v1beta1", "v1beta2"])
+def lab(tmp_path: Path, ironic, monkeypatch, request):
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     path = str(tmp_path / "store.db")
     with LocalStore(path) as store:
         for manifest in ("hosts.yaml", "cluster.yaml"):
             for obj in load_definitions(src=str(DEMO / manifest)):
+                obj = at_version(obj, request.param)
                 obj["metadata"]["namespace"] = NS
                 obj["metadata"]["name"] = obj["metadata"]["name"]
                 store.create(obj)

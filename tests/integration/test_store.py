@@ -270,3 +270,52 @@ def test_dry_run_validates_but_writes_nothing(store, namespace):
     store.patch(Ref.of(created), {"spec": {"prefix": 25}}, dry_run=True)
     assert store.delete(Ref.of(created), dry_run=True) is None
     assert store.get(Ref.of(created))["spec"]["prefix"] == 24
+
+
+# -- versions: a CRD's objects are stored at its storage version and served at each version it serves ------------
+
+INFRA_V1 = "infrastructure.cluster.x-k8s.io/v1beta1"
+INFRA_V2 = "infrastructure.cluster.x-k8s.io/v1beta2"
+
+
+def machine(api_version: str, name: str, namespace: str, image: dict) -> dict:
+    return {"apiVersion": api_version, "kind": "Metal3Machine", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"image": {"url": "http://images/os.img", **image}}}
+
+
+def test_an_object_is_served_at_every_version_of_its_kind(store, namespace):
+    created = store.create(machine(INFRA_V1, "m1", namespace, {"format": "qcow2"}))
+    assert created["apiVersion"] == INFRA_V1 and created["spec"]["image"]["format"] == "qcow2"
+    at_v2 = store.get(Ref(INFRA_V2, "Metal3Machine", "m1", namespace))
+    assert at_v2["apiVersion"] == INFRA_V2 and at_v2["spec"]["image"] == {"url": "http://images/os.img",
+                                                                          "diskFormat": "qcow2"}
+    assert at_v2["metadata"]["uid"] == created["metadata"]["uid"]
+    store.create(machine(INFRA_V2, "m2", namespace, {"diskFormat": "raw"}))
+    assert [(m["metadata"]["name"], m["spec"]["image"]["format"])
+            for m in store.list(INFRA_V1, "Metal3Machine", namespace)] == [("m1", "qcow2"), ("m2", "raw")]
+    assert store.delete(Ref(INFRA_V2, "Metal3Machine", "m1", namespace)) is None
+    assert store.get_if_exists(Ref(INFRA_V1, "Metal3Machine", "m1", namespace)) is None
+
+
+def test_versions_share_one_resource_version_and_generation(store, namespace):
+    created = store.create(machine(INFRA_V1, "m1", namespace, {"format": "qcow2"}))
+    unchanged = store.update(copy.deepcopy(created))
+    assert unchanged["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    at_v2 = store.get(Ref(INFRA_V2, "Metal3Machine", "m1", namespace))
+    assert at_v2["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    at_v2["spec"]["image"]["diskFormat"] = "raw"
+    changed = store.update(at_v2)
+    assert changed["metadata"]["generation"] == 2
+    with pytest.raises(Conflict):
+        store.update(created)  # read before the change, at the other version
+    stale = store.get(Ref(INFRA_V1, "Metal3Machine", "m1", namespace))
+    assert stale["spec"]["image"]["format"] == "raw" and stale["metadata"]["generation"] == 2
+
+
+def test_a_bad_field_is_named_in_the_words_of_the_version_written(store, namespace):
+    with pytest.raises(BadRequest, match=r'unknown field "spec\.image\.diskFormat"'):
+        store.create(machine(INFRA_V1, "m1", namespace, {"diskFormat": "raw"}))
+    with pytest.raises(Invalid, match=r"spec\.image\.format"):
+        store.create(machine(INFRA_V1, "m1", namespace, {"format": "zip"}))
+    with pytest.raises(BadRequest, match=r'unknown field "spec\.image\.format"'):
+        store.create(machine(INFRA_V2, "m1", namespace, {"format": "raw"}))

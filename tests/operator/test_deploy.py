@@ -3,12 +3,13 @@ kube-apiserver accepts (server-side dry run) - cluster-wide (operator/config) an
 (operator/config/namespaced)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client, utils
+from kubernetes import client, dynamic, utils
 from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,8 +40,17 @@ def kustomize(directory: Path, files: set[Path] | None = None) -> list[dict]:
             if files is not None:
                 files.add(target)
     for entry in kustomization.get("patches", []):
-        assert set(entry) == {"patch"}, f"{path}: only inline strategic-merge patches: {entry}"
+        assert set(entry) in ({"patch"}, {"patch", "target"}), f"{path}: only inline strategic-merge patches: {entry}"
         patch = yaml.safe_load(entry["patch"])
+        if "target" in entry:  # every object of the kind whose name matches the regex; the patch's name is ignored
+            target = entry["target"]
+            assert set(target) == {"kind", "name"}, f"{path}: a target by kind and name only: {target}"
+            matched = [o for o in objects if o["kind"] == target["kind"]
+                       and re.fullmatch(target["name"], o["metadata"]["name"])]
+            assert matched, f"{path}: the target {target} matches nothing"
+            for obj in matched:
+                merge(obj, {**patch, "metadata": {k: v for k, v in patch["metadata"].items() if k != "name"}})
+            continue
         [obj] = [o for o in objects if o["kind"] == patch["kind"] and all(
             o["metadata"].get(key) == value for key, value in patch["metadata"].items())]
         if patch.pop("$patch", None) == "delete":
@@ -118,7 +128,7 @@ def test_the_deployment_runs_the_operator_as_the_service_account_with_probes():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     listed: set[Path] = set()
     kustomize(CONFIG, listed)
-    manifests = {p.resolve() for part in ("manager", "rbac") for p in (CONFIG / part).glob("*.yaml")
+    manifests = {p.resolve() for part in ("manager", "rbac", "webhook") for p in (CONFIG / part).glob("*.yaml")
                  if p.name != "kustomization.yaml"}
     assert manifests <= listed
 
@@ -158,12 +168,20 @@ def create_namespace(api: Any, name: str) -> None:
 
 
 def dry_run(api: Any, objects: list[dict]) -> None:
-    """Each object, server-side dry run; the Namespaces for real, and the CRDs the harness installed skipped."""
-    for obj in objects:
+    """Each object, server-side dry run; the Namespaces for real (first, as kustomize orders them), and the CRDs
+    the harness installed skipped."""
+    for obj in sorted(objects, key=lambda o: o["kind"] != "Namespace"):
         if obj["kind"] == "Namespace":
             create_namespace(api, obj["metadata"]["name"])
             continue
         if obj["kind"] == "CustomResourceDefinition":
+            continue
+        if "." in obj["apiVersion"].split("/")[0]:  # a custom resource (cert-manager's): the dynamic client
+            resource = dynamic.DynamicClient(api).resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            try:
+                resource.create(body=obj, namespace=obj["metadata"].get("namespace"), query_params=[("dryRun", "All")])
+            except ApiException as e:
+                raise AssertionError(f"{obj['kind']} {obj['metadata']['name']}: {e.body}") from None
             continue
         try:
             utils.create_from_dict(api, obj, dry_run="All")
@@ -181,3 +199,29 @@ def test_the_apiserver_accepts_the_namespaced_kustomization(kube_cluster):
     api = kube_cluster.api_client()
     create_namespace(api, WATCHED_NAMESPACE)  # the watched namespace is the user's, not the kustomization's
     dry_run(api, kustomize(CONFIG / "namespaced"))
+
+
+def test_capm3_kinds_convert_through_the_operators_webhook_with_a_certificate_from_cert_manager():
+    objects = kustomize(CONFIG)
+    service = find(objects, "Service", name="metal3-baremetal-webhook-service")
+    certificate = find(objects, "Certificate", name="metal3-baremetal-serving-cert")
+    container = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    webhook_port = next(p for p in container["ports"] if p["name"] == "webhook")["containerPort"]
+    assert f"--webhook-bind-address=:{webhook_port}" in container["args"]
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"
+    assert f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc" in certificate["spec"]["dnsNames"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp/k8s-webhook-server/serving-certs")
+    volume = next(v for v in find(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    for crd in crds:
+        several = len(crd["spec"]["versions"]) > 1 and crd["spec"]["group"] == "infrastructure.cluster.x-k8s.io"
+        conversion = crd["spec"].get("conversion")
+        assert bool(conversion) == several, crd["metadata"]["name"]
+        if several:
+            assert conversion["webhook"]["clientConfig"]["service"] == {
+                "namespace": service["metadata"]["namespace"], "name": service["metadata"]["name"],
+                "path": "/convert", "port": 443}
+            assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+                f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"

@@ -21,6 +21,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     PATH_SEGMENT_NAMED,
     dns_label_problem,
     name_problem,
+    split_api_version,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import (
     validate_label_key,
@@ -75,8 +76,8 @@ def _to_jsonschema(node: Any, top: bool = False) -> Any:
 
 
 @cache
-def _validator(info: KindInfo) -> Any:
-    schema = _to_jsonschema(info.schema, top=True)
+def _validator(info: KindInfo, version: str) -> Any:
+    schema = _to_jsonschema(info.schema_for(version), top=True)
     return jsonschema.Draft7Validator(schema)
 
 
@@ -176,12 +177,14 @@ def _validate_secret_data(obj: dict[str, Any]) -> list[str]:
 
 
 def validate(info: KindInfo, obj: dict[str, Any]) -> None:
-    """Raise Invalid (or BadRequest for unknown fields) naming each bad field of ``obj``."""
+    """Raise Invalid (or BadRequest for unknown fields) naming each bad field of ``obj``, against the schema of
+    the version its apiVersion names (each served version of a CRD has its own)."""
     name = (obj.get("metadata") or {}).get("name", "")
     problems = _validate_metadata(info, obj)
     unknown: list[str] = []
-    if info.schema is not None and HAS_JSONSCHEMA:
-        for error in sorted(_validator(info).iter_errors(obj), key=lambda e: list(e.absolute_path)):
+    version = split_api_version(str(obj.get("apiVersion") or ""))[1]
+    if info.schema_for(version) is not None and HAS_JSONSCHEMA:
+        for error in sorted(_validator(info, version).iter_errors(obj), key=lambda e: list(e.absolute_path)):
             field, what = _describe(error)
             if what == "unknown field":
                 unknown.append(field)

@@ -1,7 +1,8 @@
 # Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
-"""Metal3Cluster, as CAPM3's cluster controller: ready once its control-plane endpoint is set, its failure
-domains published in status, and, deleted, gone only once none of its Metal3Machines is left."""
+"""Metal3Cluster, as CAPM3's cluster controller: provisioned (status.initialization.provisioned) once its
+control-plane endpoint is set, its failure domains published in status, and, deleted, gone only once none of its
+Metal3Machines is left."""
 from __future__ import annotations
 
 import copy
@@ -22,6 +23,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
 )
 
 READY_CONDITION = "BaremetalInfrastructureReady"
+READY_REASON = "Ready"  # upstream's BaremetalInfrastructureReadyReason
 WAIT = 5.0
 
 
@@ -51,10 +53,12 @@ def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> Cl
     endpoint = spec.get("controlPlaneEndpoint") or {}
     ready = bool(endpoint.get("host")) and bool(endpoint.get("port"))
     status = copy.deepcopy(cluster.get("status") or {})
-    status["ready"] = ready
-    status["failureDomains"] = copy.deepcopy(spec.get("failureDomains") or {})
+    status["initialization"] = {**(status.get("initialization") or {}), "provisioned": ready}
+    status["failureDomains"] = copy.deepcopy(spec.get("failureDomains") or [])  # a list in v1beta2
+    if not status["failureDomains"]:
+        del status["failureDomains"]
     status["conditions"] = set_condition(status.get("conditions"), READY_CONDITION, ready,
-                                         "" if ready else "ControlPlaneEndpointMissing",
+                                         READY_REASON if ready else "ControlPlaneEndpointMissing",
                                          "" if ready else "spec.controlPlaneEndpoint: host and port are required")
     if status != cluster.get("status"):
         cluster = store.update_status({**cluster, "status": status}, dry_run=dry_run)

@@ -1,13 +1,18 @@
 # Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
-"""CAPM3's names: API versions, finalizers, annotations, labels; and owner references."""
+"""CAPM3's names: API versions, finalizers, annotations, labels; and owner references.
+
+The engine reads and writes CAPM3's objects at today's version, v1beta2 (the CRDs' storage version); objects
+written at v1beta1 are converted on the way (api/conversion.py: by the local store, or by kube-apiserver through
+the conversion webhook), so the flow is the same whichever version a user's manifests are at.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object
 
-INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta1"
+INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
 
 MACHINE_FINALIZER = "metal3machine.infrastructure.cluster.x-k8s.io"

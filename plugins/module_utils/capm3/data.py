@@ -84,7 +84,9 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataS
     if rendered:
         data = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
         return DataStep(claim, data.ready, data.requeue_after, data.message, data.changed)
-    template = claim["spec"]["template"]
+    template = (claim.get("spec") or {}).get("template") or {}
+    if not template.get("name"):
+        return _claim_status(store, claim, None, "spec.template.name: Required value", dry_run, None)
     template_ns = template.get("namespace") or ref.namespace
     try:
         store.get(Ref(INFRA_API, "Metal3DataTemplate", template["name"], template_ns))
@@ -101,20 +103,18 @@ def _create_data(store: Store, claim: Object, template: str, template_ns: str, d
     owners = [owner_reference(claim, controller=True),
               *(r for r in claim["metadata"].get("ownerReferences") or [] if not r.get("controller"))]
     for _attempt in range(INDEX_ATTEMPTS):
-        datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace)
-                 if d["spec"]["template"]["name"] == template]
+        datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace) if _named(d, "template") == template]
         for data in datas:  # created by an earlier step that did not get to write the claim's status
-            if data["spec"]["claim"]["name"] == claim["metadata"]["name"]:
+            if _named(data, "claim") == claim["metadata"]["name"]:
                 return data
-        used = {d["spec"]["index"] for d in datas}
+        used = {d["spec"].get("index") for d in datas}
         index = next(i for i in range(len(used) + 1) if i not in used)
         data = {"apiVersion": INFRA_API, "kind": "Metal3Data",
                 "metadata": {"name": f"{template}-{index}", "namespace": namespace, "ownerReferences": owners,
                              "finalizers": [DATA_FINALIZER],
                              "labels": {k: v for k, v in (claim["metadata"].get("labels") or {}).items()
                                         if k.startswith("cluster.x-k8s.io/")}},
-                "spec": {"index": index, "templateReference": template,
-                         "template": {"name": template, "namespace": template_ns},
+                "spec": {"index": index, "template": {"name": template, "namespace": template_ns},
                          "claim": {"name": claim["metadata"]["name"], "namespace": namespace}}}
         try:
             return store.create(data, dry_run=dry_run)
@@ -163,7 +163,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
     if (data.get("status") or {}).get("ready"):
         return DataStep(data, True)
     namespace = ref.namespace
-    claim = store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", data["spec"]["claim"]["name"], namespace))
+    claim_name = _named(data, "claim")
+    claim = store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", claim_name, namespace)) if claim_name else None
     if claim is None:
         return DataStep(data, False, WAIT, "waiting for its Metal3DataClaim")
     objects = _objects(store, claim)
@@ -178,8 +179,10 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
         return _data_status(store, data, False, f"Secret {namespace}/{foreign[0]} exists and was not rendered by "
                                                 f"this Metal3Data; it is left alone", dry_run)
     try:
-        spec = template_spec(store, data["spec"]["template"].get("namespace") or namespace,
-                             data["spec"]["template"]["name"])
+        template = data["spec"].get("template") or {}
+        if not template.get("name"):
+            raise Invalid("spec.template.name: Required value")
+        spec = template_spec(store, template.get("namespace") or namespace, template["name"])
         if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
             rendered = {}
         else:
@@ -210,6 +213,11 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
 
     data = retry_on_conflict(refer)
     return _data_status(store, data, True, "", dry_run)
+
+
+def _named(data: Object, field: str) -> str | None:
+    """The name a Metal3Data's spec.claim or spec.template gives (v1beta2 leaves an empty reference out)."""
+    return ((data.get("spec") or {}).get(field) or {}).get("name")
 
 
 def _objects(store: Store, claim: Object) -> dict[str, Object]:

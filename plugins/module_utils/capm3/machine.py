@@ -65,6 +65,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     set_condition,
 )
 
+READY_REASON = "Ready"  # Cluster API's ReadyReason, as upstream's v1beta2 Ready condition gives it
 WAIT = 1.0
 NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
 # A released host is back when it is in one of these (upstream's non-provisioned states).
@@ -93,6 +94,14 @@ class MachineStep:
                 "rendered_data": status.get("renderedData"), "meta_data": status.get("metaData"),
                 "network_data": status.get("networkData"), "requeue_after": self.requeue_after,
                 "message": self.message}
+
+
+def host_image(image: dict[str, Any]) -> dict[str, Any]:
+    """A Metal3Machine's spec.image as a BareMetalHost's: v1beta2's diskFormat is the host's format."""
+    host = {key: copy.deepcopy(value) for key, value in image.items() if key != "diskFormat"}
+    if image.get("diskFormat"):
+        host["format"] = image["diskFormat"]
+    return host
 
 
 def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) -> bool:
@@ -277,7 +286,7 @@ class _Flow:
             host_spec = host["spec"]
             if not host_spec.get("image") and not host_spec.get("customDeploy"):  # never an in-place upgrade
                 if spec.get("image"):
-                    host_spec["image"] = copy.deepcopy(spec["image"])
+                    host_spec["image"] = host_image(spec["image"])
                 if spec.get("customDeploy"):
                     host_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
             if user_data:
@@ -310,14 +319,14 @@ class _Flow:
             status = copy.deepcopy(current.get("status") or {})
             status.update(rendered)
             status["addresses"] = self._addresses(rendered, host)
-            status["ready"] = ready
+            status["initialization"] = {**(status.get("initialization") or {}), "provisioned": ready}
             status["conditions"] = set_condition(status.get("conditions"), "AssociateBareMetalHost", True,
                                                  "AssociateBareMetalHostSuccess")
             if rendered.get("renderedData"):
                 status["conditions"] = set_condition(status["conditions"], "Metal3DataReady", True,
                                                      "Metal3DataSecretsReady")
             status["conditions"] = set_condition(status["conditions"], "Ready", ready,
-                                                 "" if ready else "WaitingForHost")
+                                                 READY_REASON if ready else "WaitingForHost")
             if self.machine is not None and self.machine["spec"].get("bootstrap"):
                 status["userData"] = {"name": self.machine["spec"]["bootstrap"].get("dataSecretName"),
                                       "namespace": self.ref.namespace}

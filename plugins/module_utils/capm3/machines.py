@@ -100,7 +100,7 @@ def ensure_machines(store: Store, machine_set: MachineSet, dry_run: bool = False
         cluster = store.get(Ref(INFRA_API, "Metal3Cluster", machine_set.cluster, ns))
     except NotFound:
         raise Invalid(f"cluster: Metal3Cluster {ns}/{machine_set.cluster} not found") from None
-    domains = [name for name, fd in ((cluster.get("spec") or {}).get("failureDomains") or {}).items()
+    domains = [fd["name"] for fd in (cluster.get("spec") or {}).get("failureDomains") or []  # v1beta2: a list
                if fd.get("controlPlane") or not machine_set.control_plane]
     for name in wanted:
         if name in existing:

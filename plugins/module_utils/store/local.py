@@ -6,6 +6,12 @@ Every write is one ``BEGIN IMMEDIATE`` transaction, so several ansible-playbook
 processes (parallel AWX jobs on one execution node) can share the file: SQLite
 serialises the writers, and the resourceVersion check inside the transaction
 gives the same Conflict semantics as kube-apiserver.
+
+As kube-apiserver does, the store keeps each object of a CRD at the CRD's storage
+version: what is written is validated against the schema of the version it is
+written at, then converted to the storage version (api/conversion.py); what is
+read is converted to the version asked for. Kinds owned by others are stored as
+given and served under each of their versions.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.conversion import convert
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
 from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
@@ -233,7 +240,7 @@ class LocalStore(Store):
         check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
         with self._reading():
-            return self._with_version(self._load(info, ref)[1], ref.api_version)
+            return _served(info, self._load(info, ref)[1], ref.api_version)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
@@ -264,13 +271,7 @@ class LocalStore(Store):
         query += " ORDER BY o.namespace, o.name"
         with self._reading():
             objects = [json.loads(body) for (body,) in self._db.execute(query, args)]
-        return [self._with_version(o, api_version) for o in objects if selector.matches(o["metadata"].get("labels"))]
-
-    @staticmethod
-    def _with_version(obj: Object, api_version: str) -> Object:
-        # One stored form per kind, served under each of its versions.
-        obj["apiVersion"] = api_version
-        return obj
+        return [_served(info, o, api_version) for o in objects if selector.matches(o["metadata"].get("labels"))]
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -288,13 +289,14 @@ class LocalStore(Store):
         if info.status_subresource:
             obj.pop("status", None)
         fold_string_data(obj)
+        stored = _stored(info, obj)
         with self._transaction(dry_run):
             if self._row(info, metadata["namespace"], metadata["name"]) is not None:
                 raise AlreadyExists(f'{info.resource} "{metadata["name"]}" already exists')
-            metadata.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1,
-                            resourceVersion=self._next_revision())
-            self._write(None, info, obj)
-        return obj
+            stored["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1,
+                                      resourceVersion=self._next_revision())
+            self._write(None, info, stored)
+        return _served(info, stored, obj["apiVersion"])
 
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
@@ -327,15 +329,17 @@ class LocalStore(Store):
         check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
         with self._transaction(dry_run):
-            row_id, current = self._load(info, ref)
-            desired = merge_patch(current, patch)
+            row_id, stored = self._load(info, ref)
+            desired = merge_patch(_served(info, copy.deepcopy(stored), ref.api_version), patch)
             if not (patch.get("metadata") or {}).get("resourceVersion"):
-                desired["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                desired["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
             desired["apiVersion"] = ref.api_version
-            return self._replace(info, row_id, current, desired, status_only)
+            return self._replace(info, row_id, stored, desired, status_only)
 
-    def _replace(self, info: KindInfo, row_id: int, current: Object, desired: Object, status_only: bool) -> Object:
-        """The one write path of update, update_status, patch and patch_status."""
+    def _replace(self, info: KindInfo, row_id: int, stored: Object, desired: Object, status_only: bool) -> Object:
+        """The one write path of update, update_status, patch and patch_status: ``desired`` is at the version it
+        names, ``stored`` at the storage version; the result is at ``desired``'s version."""
+        current = _served(info, copy.deepcopy(stored), desired["apiVersion"])
         ref = Ref.of(current)
         expected = (desired.get("metadata") or {}).get("resourceVersion")
         if expected and str(expected) != current["metadata"]["resourceVersion"]:
@@ -370,22 +374,48 @@ class LocalStore(Store):
                               f"no new finalizers can be added if the object is being deleted, found new "
                               f"finalizers {sorted(added)}")
         metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
-        if new == current:
+        new_stored = _stored(info, new)
+        if new_stored == stored:
             return current  # a no-op write leaves resourceVersion alone, as kube-apiserver does
-        if _spec_of(new) != _spec_of(current):
-            metadata["generation"] = int(current["metadata"].get("generation", 1)) + 1
-        metadata["resourceVersion"] = self._next_revision()
-        self._write(row_id, info, new)
+        if _spec_of(new_stored) != _spec_of(stored):
+            new_stored["metadata"]["generation"] = int(stored["metadata"].get("generation", 1)) + 1
+        new_stored["metadata"]["resourceVersion"] = self._next_revision()
+        self._write(row_id, info, new_stored)
         if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
-            self._remove(row_id, new)
-        return new
+            self._remove(row_id, new_stored)
+        return _served(info, new_stored, new["apiVersion"])
 
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
         check_ref(ref)
         info = lookup(ref.api_version, ref.kind)
         with self._transaction(dry_run):
             row_id, current = self._load(info, ref)
-            return self._delete_row(row_id, current)
+            remaining = self._delete_row(row_id, current)
+        return None if remaining is None else _served(info, remaining, ref.api_version)
+
+
+def _converts(info: KindInfo) -> bool:
+    """Whether the store keeps ``info``'s objects at a storage version (a CRD's), not as they were written."""
+    return bool(info.storage)
+
+
+def _stored(info: KindInfo, obj: Object) -> Object:
+    """``obj`` as the store keeps it: at its CRD's storage version (``obj`` itself when it is at that version)."""
+    storage = f"{info.group}/{info.storage}" if info.group else info.storage
+    if not _converts(info) or obj.get("apiVersion") == storage:
+        return obj
+    return convert(obj, storage)
+
+
+def _served(info: KindInfo, obj: Object, api_version: str) -> Object:
+    """A stored object at ``api_version`` (``obj`` itself when it is at that version); kinds stored as given are
+    one form under each of their versions."""
+    if obj.get("apiVersion") == api_version:
+        return obj
+    if _converts(info):
+        return convert(obj, api_version)
+    obj["apiVersion"] = api_version
+    return obj
 
 
 def _spec_of(obj: Object) -> Object:

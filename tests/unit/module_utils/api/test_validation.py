@@ -112,3 +112,47 @@ def test_kinds_owned_by_others_are_stored_as_given():
 def test_unknown_kinds_and_versions_are_refused(api_version, kind):
     with pytest.raises(UnknownKind, match=repr(kind)):
         lookup(api_version, kind)
+
+
+# Each served version of a CRD has its own schema: v2 of this one renames spec.size to spec.count.
+SCHEMA_V2 = {**SCHEMA, "properties": {**SCHEMA["properties"], "spec": {
+    "type": "object", "required": ["count"], "properties": {"count": {"type": "integer", "minimum": 1}}}}}
+TWO_VERSIONS = KindInfo("example.com", "Widget", "widgets", ("v1", "v2"), True, True, SCHEMA_V2,
+                        {"v1": SCHEMA, "v2": SCHEMA_V2}, "v2")
+
+
+def test_an_object_is_validated_against_the_schema_of_its_own_version():
+    validate(TWO_VERSIONS, widget())
+    validate(TWO_VERSIONS, {**widget(), "apiVersion": "example.com/v2", "spec": {"count": 2}})
+    with pytest.raises(BadRequest, match='unknown field "spec.size"'):
+        validate(TWO_VERSIONS, {**widget(), "apiVersion": "example.com/v2", "spec": {"count": 2, "size": 1}})
+    with pytest.raises(Invalid, match=r"spec\.size: Required value"):
+        validate(TWO_VERSIONS, {**widget(), "spec": {}})
+
+
+# (version, kind, path of a field only that version has)
+CAPM3_VERSION_FIELDS = [
+    ("v1beta1", "Metal3Cluster", ["spec", "noCloudProvider"]),
+    ("v1beta1", "Metal3DataTemplate", ["spec", "templateReference"]),
+    ("v1beta1", "Metal3Machine", ["status", "ready"]),
+    ("v1beta2", "Metal3Machine", ["status", "initialization"]),
+    ("v1beta2", "Metal3Machine", ["status", "deprecated"]),
+    ("v1beta2", "Metal3DataTemplate", ["spec", "metaData", "ipAddressesFromPool"]),
+]
+
+
+def has(schema: dict, path: list[str]) -> bool:
+    for key in path:
+        schema = (schema.get("properties") or {}).get(key)
+        if schema is None:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(("version", "kind", "path"), CAPM3_VERSION_FIELDS)
+def test_capm3_kinds_serve_both_versions_each_with_its_fields_and_store_v1beta2(version, kind, path):
+    info = lookup(f"infrastructure.cluster.x-k8s.io/{version}", kind)
+    assert info.versions == ("v1beta2", "v1beta1") and info.storage == "v1beta2"
+    assert info.schema is info.schemas["v1beta2"]
+    other = "v1beta2" if version == "v1beta1" else "v1beta1"
+    assert has(info.schema_for(version), path) and not has(info.schema_for(other), path)

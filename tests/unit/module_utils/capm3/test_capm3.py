@@ -76,13 +76,15 @@ def test_a_paused_machine_is_left_alone(store):
 
 def test_a_cluster_is_ready_with_its_endpoint_and_publishes_its_failure_domains(store):
     store.create({"apiVersion": INFRA_API, "kind": "Metal3Cluster", "metadata": {"name": "c", "namespace": NS},
-                  "spec": {"failureDomains": {"az-a": {"controlPlane": True}}}})
+                  "spec": {"failureDomains": [{"name": "az-a", "controlPlane": True}]}})
     ref = Ref(INFRA_API, "Metal3Cluster", "c", NS)
     step = reconcile_metal3cluster(store, ref)
     assert not step.ready and "ControlPlaneEndpointMissing" in str(step.cluster["status"]["conditions"])
+    assert step.cluster["status"]["initialization"] == {"provisioned": False}
     store.patch(ref, {"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}})
     step = reconcile_metal3cluster(store, ref)
-    assert step.ready and step.cluster["status"]["failureDomains"] == {"az-a": {"controlPlane": True}}
+    assert step.ready and step.cluster["status"]["failureDomains"] == [{"name": "az-a", "controlPlane": True}]
+    assert step.cluster["status"]["initialization"] == {"provisioned": True}
     assert not reconcile_metal3cluster(store, ref).changed
     store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {
         "name": "m", "namespace": NS, "labels": {"cluster.x-k8s.io/cluster-name": "c"}}, "spec": {}})
@@ -90,6 +92,19 @@ def test_a_cluster_is_ready_with_its_endpoint_and_publishes_its_failure_domains(
     assert reconcile_metal3cluster(store, ref).requeue_after  # waits for its machines
     store.delete(Ref(INFRA_API, "Metal3Machine", "m", NS))
     assert reconcile_metal3cluster(store, ref).cluster is None
+
+
+def test_a_cluster_written_at_v1beta1_is_reconciled_and_read_back_in_v1beta1s_words(store):
+    old = "infrastructure.cluster.x-k8s.io/v1beta1"
+    store.create({"apiVersion": old, "kind": "Metal3Cluster", "metadata": {"name": "c", "namespace": NS},
+                  "spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}, "noCloudProvider": True,
+                           "failureDomains": {"az-a": {"controlPlane": True}, "az-b": {}}}})
+    assert reconcile_metal3cluster(store, Ref(INFRA_API, "Metal3Cluster", "c", NS)).ready
+    cluster = store.get(Ref(old, "Metal3Cluster", "c", NS))
+    assert cluster["spec"]["noCloudProvider"] is True
+    assert cluster["status"]["ready"] is True
+    assert cluster["status"]["failureDomains"] == {"az-a": {"controlPlane": True}, "az-b": {}}
+    assert cluster["status"]["v1beta2"]["conditions"][0]["type"] == "BaremetalInfrastructureReady"
 
 
 # host spec, fast track → powered on once released (upstream's fast-track matrix)
