@@ -1,13 +1,18 @@
 # Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
-"""Put manifests into a store and read objects back: the engine of the resource and resource_info modules."""
+"""Put manifests into a store and read objects back: the engine of the resource and resource_info modules.
+
+Admission (upstream's webhook rules) is the store's: the store ``open_store`` returns admits every write, and
+whatever store is given here is used admitted.
+"""
 from __future__ import annotations
 
 import copy
 from typing import Any, Iterable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, NotFound, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
     Object,
@@ -156,13 +161,22 @@ def complete(obj: Object, api_version: str | None, kind: str | None, name: str |
     if isinstance(metadata, dict):
         if name and not metadata.get("name"):
             metadata["name"] = name
-        if not metadata.get("namespace"):
+        if not metadata.get("namespace") and not cluster_scoped(obj):
             metadata["namespace"] = namespace or "default"
     require_identity(obj, where)
     # Named as the manifest's fields before the store builds a request from them.
     check_name(obj["metadata"]["name"], "metadata.name", obj["kind"], obj["apiVersion"])
-    check_namespace(obj["metadata"]["namespace"], "metadata.namespace")
+    if "namespace" in obj["metadata"] or not cluster_scoped(obj):
+        check_namespace(obj["metadata"].get("namespace"), "metadata.namespace")
     return obj
+
+
+def cluster_scoped(obj: Object) -> bool:
+    """Whether ``obj`` is of a kind that lives outside namespaces (a Namespace), as far as the collection knows."""
+    try:
+        return not lookup(str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")).namespaced
+    except UnknownKind:
+        return False
 
 
 def _outcome(result: Object | None, method: str, changed: bool, before: Object | None) -> dict[str, Any]:
@@ -180,18 +194,18 @@ def _outcome(result: Object | None, method: str, changed: bool, before: Object |
 
 def ensure_present(store: Store, obj: Object, dry_run: bool = False) -> dict[str, Any]:
     """Create the object, or merge it into the stored one; nothing is written when nothing would change."""
+    store = admitted(store)
     desired = copy.deepcopy(obj)
     fold_string_data(desired)
     ref = Ref.of(desired)
     try:
         existing = store.get(ref)
     except NotFound:
-        admit(store, desired, None)
-        return _outcome(store.create(desired, dry_run=dry_run), "create", True, None)
+        # A null in a manifest is no value (a merge patch's meaning, and what an apply of it leaves): not stored.
+        return _outcome(store.create(merge_patch({}, desired), dry_run=dry_run), "create", True, None)
     merged = merge_patch(existing, desired)
     if without_server_fields(merged) == without_server_fields(existing) and not _stale(desired, existing):
         return _outcome(existing, "none", False, existing)
-    admit(store, merged, existing)
     result = store.patch(ref, desired, dry_run=dry_run)
     changed = result["metadata"].get("resourceVersion") != existing["metadata"].get("resourceVersion") or dry_run
     return _outcome(result, "update" if changed else "none", changed, existing)
@@ -217,16 +231,37 @@ def ensure_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, An
 def apply(store: Store, objects: list[Object], state: str, dry_run: bool = False) -> list[dict[str, Any]]:
     """Bring each object to ``state`` ('present' or 'absent'), in order.
 
-    Several objects are first tried in a dry run, so one bad document fails the task before any is written.
+    Several objects are first tried in a dry run, so one bad document fails the task before any is written (an
+    object in a namespace an earlier document creates is only admitted then: a cluster cannot dry-run into it).
     """
+    store = admitted(store)
+
     def run(dry: bool) -> list[dict[str, Any]]:
         if state == "absent":
             return [ensure_absent(store, Ref.of(o), dry) for o in objects]
-        return [ensure_present(store, o, dry) for o in objects]
+        results = []
+        new_namespaces: set[str] = set()  # created by an earlier document: a dry run cannot see them yet
+        for obj in objects:
+            try:
+                result = ensure_present(store, obj, dry)
+            except NotFound:
+                # A Kubernetes API server refuses a dry run into a namespace that does not exist yet; the object
+                # is written once the Namespace before it is (its admission has run already).
+                if not (dry and (obj.get("metadata") or {}).get("namespace") in new_namespaces):
+                    raise
+                result = _outcome(obj, "create", True, None)
+            if _is_namespace(obj) and result["method"] == "create":
+                new_namespaces.add(obj["metadata"]["name"])
+            results.append(result)
+        return results
 
     if len(objects) > 1 and not dry_run:
         run(True)
     return run(dry_run)
+
+
+def _is_namespace(obj: Object) -> bool:
+    return obj.get("apiVersion") == "v1" and obj.get("kind") == "Namespace"
 
 
 def find(store: Store, api_version: str, kind: str, name: str | None = None, namespace: str | None = None,

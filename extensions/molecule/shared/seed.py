@@ -53,7 +53,8 @@ def main() -> None:
                                                                       "ipAddressFromIPPool": "mgmt"}]}}}})
         store.create({"apiVersion": INFRA, "kind": "Metal3MachineTemplate",
                       "metadata": {"name": "mol", "namespace": NS},
-                      "spec": {"template": {"spec": {"image": {"url": "http://images.example/os.img"},
+                      "spec": {"template": {"spec": {"image": {"url": "http://images.example/os.img",
+                                                               "checksum": "http://images.example/os.img.sha256"},
                                                      "dataTemplate": {"name": "net"}}}}})
         for i in range(3):
             host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",

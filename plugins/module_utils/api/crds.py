@@ -25,12 +25,225 @@ CRDS = json.loads(r'''
     "listKind": "Metal3ClusterList",
     "plural": "metal3clusters",
     "shortNames": [
-     "m3c"
+     "m3c",
+     "m3cluster",
+     "m3clusters",
+     "metal3c",
+     "metal3cluster"
     ],
     "singular": "metal3cluster"
    },
    "scope": "Namespaced",
    "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.initialization.provisioned",
+       "name": "Provisioned",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.controlPlaneEndpoint.host",
+       "name": "Endpoint",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "cloudProviderEnabled": {
+           "type": "boolean"
+          },
+          "controlPlaneEndpoint": {
+           "properties": {
+            "host": {
+             "type": "string"
+            },
+            "port": {
+             "maximum": 65535,
+             "minimum": 1,
+             "type": "integer"
+            }
+           },
+           "type": "object"
+          },
+          "failureDomains": {
+           "items": {
+            "properties": {
+             "attributes": {
+              "additionalProperties": {
+               "type": "string"
+              },
+              "type": "object"
+             },
+             "controlPlane": {
+              "type": "boolean"
+             },
+             "name": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "name"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "enum": [
+               "True",
+               "False",
+               "Unknown"
+              ],
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "deprecated": {
+           "properties": {
+            "v1beta1": {
+             "properties": {
+              "conditions": {
+               "items": {
+                "properties": {
+                 "ansibleResult": {
+                  "type": "object",
+                  "x-kubernetes-preserve-unknown-fields": true
+                 },
+                 "lastTransitionTime": {
+                  "type": "string"
+                 },
+                 "message": {
+                  "type": "string"
+                 },
+                 "reason": {
+                  "type": "string"
+                 },
+                 "severity": {
+                  "type": "string"
+                 },
+                 "status": {
+                  "type": "string"
+                 },
+                 "type": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "type",
+                 "status"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "failureMessage": {
+               "type": "string"
+              },
+              "failureReason": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "failureDomains": {
+           "items": {
+            "properties": {
+             "attributes": {
+              "additionalProperties": {
+               "type": "string"
+              },
+              "type": "object"
+             },
+             "controlPlane": {
+              "type": "boolean"
+             },
+             "name": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "name"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "initialization": {
+           "properties": {
+            "provisioned": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
+          "lastUpdated": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
     {
      "additionalPrinterColumns": [
       {
@@ -162,6 +375,51 @@ CRDS = json.loads(r'''
           },
           "ready": {
            "type": "boolean"
+          },
+          "v1beta2": {
+           "properties": {
+            "conditions": {
+             "items": {
+              "properties": {
+               "ansibleResult": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true
+               },
+               "lastTransitionTime": {
+                "type": "string"
+               },
+               "message": {
+                "type": "string"
+               },
+               "observedGeneration": {
+                "minimum": 0,
+                "type": "integer"
+               },
+               "reason": {
+                "type": "string"
+               },
+               "status": {
+                "enum": [
+                 "True",
+                 "False",
+                 "Unknown"
+                ],
+                "type": "string"
+               },
+               "type": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "type",
+               "status"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            }
+           },
+           "type": "object"
           }
          },
          "type": "object"
@@ -171,10 +429,212 @@ CRDS = json.loads(r'''
       }
      },
      "served": true,
-     "storage": true,
+     "storage": false,
      "subresources": {
       "status": {}
      }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3clustertemplates.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3ClusterTemplate",
+    "listKind": "Metal3ClusterTemplateList",
+    "plural": "metal3clustertemplates",
+    "shortNames": [
+     "m3ct"
+    ],
+    "singular": "metal3clustertemplate"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "metadata": {
+             "properties": {
+              "annotations": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              },
+              "labels": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            },
+            "spec": {
+             "properties": {
+              "cloudProviderEnabled": {
+               "type": "boolean"
+              },
+              "controlPlaneEndpoint": {
+               "properties": {
+                "host": {
+                 "type": "string"
+                },
+                "port": {
+                 "maximum": 65535,
+                 "minimum": 1,
+                 "type": "integer"
+                }
+               },
+               "type": "object"
+              },
+              "failureDomains": {
+               "items": {
+                "properties": {
+                 "attributes": {
+                  "additionalProperties": {
+                   "type": "string"
+                  },
+                  "type": "object"
+                 },
+                 "controlPlane": {
+                  "type": "boolean"
+                 },
+                 "name": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "required": [
+            "spec"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true
+    },
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "spec": {
+             "properties": {
+              "cloudProviderEnabled": {
+               "type": "boolean"
+              },
+              "controlPlaneEndpoint": {
+               "properties": {
+                "host": {
+                 "type": "string"
+                },
+                "port": {
+                 "maximum": 65535,
+                 "minimum": 1,
+                 "type": "integer"
+                }
+               },
+               "type": "object"
+              },
+              "failureDomains": {
+               "additionalProperties": {
+                "properties": {
+                 "attributes": {
+                  "additionalProperties": {
+                   "type": "string"
+                  },
+                  "type": "object"
+                 },
+                 "controlPlane": {
+                  "type": "boolean"
+                 }
+                },
+                "type": "object"
+               },
+               "type": "object"
+              },
+              "noCloudProvider": {
+               "type": "boolean"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "required": [
+            "spec"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": false
     }
    ]
   }
@@ -196,12 +656,407 @@ CRDS = json.loads(r'''
     "listKind": "Metal3MachineList",
     "plural": "metal3machines",
     "shortNames": [
-     "m3m"
+     "m3m",
+     "m3machine",
+     "m3machines",
+     "metal3m",
+     "metal3machine"
     ],
     "singular": "metal3machine"
    },
    "scope": "Namespaced",
    "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.providerID",
+       "name": "ProviderID",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.initialization.provisioned",
+       "name": "Provisioned",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.annotations.metal3\\.io/BareMetalHost",
+       "name": "Host",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "automatedCleaningMode": {
+           "enum": [
+            "metadata",
+            "disabled"
+           ],
+           "type": "string"
+          },
+          "customDeploy": {
+           "properties": {
+            "method": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "method"
+           ],
+           "type": "object"
+          },
+          "dataTemplate": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "dataTemplatesByFailureDomain": {
+           "additionalProperties": {
+            "properties": {
+             "name": {
+              "maxLength": 253,
+              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+              "type": "string"
+             },
+             "namespace": {
+              "maxLength": 63,
+              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+              "type": "string"
+             }
+            },
+            "type": "object"
+           },
+           "type": "object"
+          },
+          "failureDomain": {
+           "type": "string"
+          },
+          "hostSelector": {
+           "properties": {
+            "matchExpressions": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "operator": {
+                "type": "string"
+               },
+               "values": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               }
+              },
+              "required": [
+               "key",
+               "operator"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "matchLabels": {
+             "additionalProperties": {
+              "type": "string"
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "image": {
+           "properties": {
+            "checksum": {
+             "type": "string"
+            },
+            "checksumType": {
+             "enum": [
+              "md5",
+              "sha256",
+              "sha512",
+              "auto"
+             ],
+             "type": "string"
+            },
+            "diskFormat": {
+             "enum": [
+              "raw",
+              "qcow2",
+              "vdi",
+              "vmdk",
+              "live-iso"
+             ],
+             "type": "string"
+            },
+            "url": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "url"
+           ],
+           "type": "object"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "providerID": {
+           "type": "string"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "addresses": {
+           "items": {
+            "properties": {
+             "address": {
+              "type": "string"
+             },
+             "type": {
+              "enum": [
+               "Hostname",
+               "ExternalIP",
+               "InternalIP",
+               "ExternalDNS",
+               "InternalDNS"
+              ],
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "address"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "enum": [
+               "True",
+               "False",
+               "Unknown"
+              ],
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "deprecated": {
+           "properties": {
+            "v1beta1": {
+             "properties": {
+              "conditions": {
+               "items": {
+                "properties": {
+                 "ansibleResult": {
+                  "type": "object",
+                  "x-kubernetes-preserve-unknown-fields": true
+                 },
+                 "lastTransitionTime": {
+                  "type": "string"
+                 },
+                 "message": {
+                  "type": "string"
+                 },
+                 "reason": {
+                  "type": "string"
+                 },
+                 "severity": {
+                  "type": "string"
+                 },
+                 "status": {
+                  "type": "string"
+                 },
+                 "type": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "type",
+                 "status"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "failureMessage": {
+               "type": "string"
+              },
+              "failureReason": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "initialization": {
+           "properties": {
+            "provisioned": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
+          "lastUpdated": {
+           "type": "string"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "renderedData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
     {
      "additionalPrinterColumns": [
       {
@@ -248,10 +1103,22 @@ CRDS = json.loads(r'''
              "type": "string"
             }
            },
+           "required": [
+            "method"
+           ],
            "type": "object"
           },
           "dataTemplate": {
            "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
             "name": {
              "maxLength": 253,
              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
@@ -260,6 +1127,12 @@ CRDS = json.loads(r'''
             "namespace": {
              "maxLength": 63,
              "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
              "type": "string"
             }
            },
@@ -349,6 +1222,9 @@ CRDS = json.loads(r'''
              "type": "string"
             }
            },
+           "required": [
+            "url"
+           ],
            "type": "object"
           },
           "metaData": {
@@ -411,9 +1287,20 @@ CRDS = json.loads(r'''
               "type": "string"
              },
              "type": {
+              "enum": [
+               "Hostname",
+               "ExternalIP",
+               "InternalIP",
+               "ExternalDNS",
+               "InternalDNS"
+              ],
               "type": "string"
              }
             },
+            "required": [
+             "type",
+             "address"
+            ],
             "type": "object"
            },
            "type": "array"
@@ -491,10 +1378,25 @@ CRDS = json.loads(r'''
           },
           "renderedData": {
            "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
             "name": {
              "type": "string"
             },
             "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
              "type": "string"
             }
            },
@@ -510,6 +1412,51 @@ CRDS = json.loads(r'''
             }
            },
            "type": "object"
+          },
+          "v1beta2": {
+           "properties": {
+            "conditions": {
+             "items": {
+              "properties": {
+               "ansibleResult": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true
+               },
+               "lastTransitionTime": {
+                "type": "string"
+               },
+               "message": {
+                "type": "string"
+               },
+               "observedGeneration": {
+                "minimum": 0,
+                "type": "integer"
+               },
+               "reason": {
+                "type": "string"
+               },
+               "status": {
+                "enum": [
+                 "True",
+                 "False",
+                 "Unknown"
+                ],
+                "type": "string"
+               },
+               "type": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "type",
+               "status"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            }
+           },
+           "type": "object"
           }
          },
          "type": "object"
@@ -519,7 +1466,7 @@ CRDS = json.loads(r'''
       }
      },
      "served": true,
-     "storage": true,
+     "storage": false,
      "subresources": {
       "status": {}
      }
@@ -544,12 +1491,278 @@ CRDS = json.loads(r'''
     "listKind": "Metal3MachineTemplateList",
     "plural": "metal3machinetemplates",
     "shortNames": [
-     "m3mt"
+     "m3mt",
+     "m3machinetemplate",
+     "m3machinetemplates",
+     "metal3mt",
+     "metal3machinetemplate"
     ],
     "singular": "metal3machinetemplate"
    },
    "scope": "Namespaced",
    "versions": [
+    {
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "failureDomainDataTemplates": {
+           "items": {
+            "properties": {
+             "dataTemplate": {
+              "properties": {
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               },
+               "namespace": {
+                "maxLength": 63,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                "type": "string"
+               }
+              },
+              "type": "object"
+             },
+             "failureDomain": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "failureDomain",
+             "dataTemplate"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "nodeReuse": {
+           "type": "boolean"
+          },
+          "template": {
+           "properties": {
+            "metadata": {
+             "properties": {
+              "annotations": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              },
+              "labels": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            },
+            "spec": {
+             "properties": {
+              "automatedCleaningMode": {
+               "enum": [
+                "metadata",
+                "disabled"
+               ],
+               "type": "string"
+              },
+              "customDeploy": {
+               "properties": {
+                "method": {
+                 "type": "string"
+                }
+               },
+               "required": [
+                "method"
+               ],
+               "type": "object"
+              },
+              "dataTemplate": {
+               "properties": {
+                "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                },
+                "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "dataTemplatesByFailureDomain": {
+               "additionalProperties": {
+                "properties": {
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 },
+                 "namespace": {
+                  "maxLength": 63,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                  "type": "string"
+                 }
+                },
+                "type": "object"
+               },
+               "type": "object"
+              },
+              "failureDomain": {
+               "type": "string"
+              },
+              "hostSelector": {
+               "properties": {
+                "matchExpressions": {
+                 "items": {
+                  "properties": {
+                   "key": {
+                    "type": "string"
+                   },
+                   "operator": {
+                    "type": "string"
+                   },
+                   "values": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "key",
+                   "operator"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "matchLabels": {
+                 "additionalProperties": {
+                  "type": "string"
+                 },
+                 "type": "object"
+                }
+               },
+               "type": "object"
+              },
+              "image": {
+               "properties": {
+                "checksum": {
+                 "type": "string"
+                },
+                "checksumType": {
+                 "enum": [
+                  "md5",
+                  "sha256",
+                  "sha512",
+                  "auto"
+                 ],
+                 "type": "string"
+                },
+                "diskFormat": {
+                 "enum": [
+                  "raw",
+                  "qcow2",
+                  "vdi",
+                  "vmdk",
+                  "live-iso"
+                 ],
+                 "type": "string"
+                },
+                "url": {
+                 "type": "string"
+                }
+               },
+               "required": [
+                "url"
+               ],
+               "type": "object"
+              },
+              "metaData": {
+               "properties": {
+                "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                },
+                "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "networkData": {
+               "properties": {
+                "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                },
+                "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              },
+              "providerID": {
+               "type": "string"
+              },
+              "userData": {
+               "properties": {
+                "name": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                },
+                "namespace": {
+                 "maxLength": 63,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "required": [
+            "spec"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true
+    },
     {
      "name": "v1beta1",
      "schema": {
@@ -602,8 +1815,21 @@ CRDS = json.loads(r'''
           "template": {
            "properties": {
             "metadata": {
-             "type": "object",
-             "x-kubernetes-preserve-unknown-fields": true
+             "properties": {
+              "annotations": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              },
+              "labels": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
             },
             "spec": {
              "properties": {
@@ -620,10 +1846,22 @@ CRDS = json.loads(r'''
                  "type": "string"
                 }
                },
+               "required": [
+                "method"
+               ],
                "type": "object"
               },
               "dataTemplate": {
                "properties": {
+                "apiVersion": {
+                 "type": "string"
+                },
+                "fieldPath": {
+                 "type": "string"
+                },
+                "kind": {
+                 "type": "string"
+                },
                 "name": {
                  "maxLength": 253,
                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
@@ -632,6 +1870,12 @@ CRDS = json.loads(r'''
                 "namespace": {
                  "maxLength": 63,
                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                 "type": "string"
+                },
+                "resourceVersion": {
+                 "type": "string"
+                },
+                "uid": {
                  "type": "string"
                 }
                },
@@ -721,6 +1965,9 @@ CRDS = json.loads(r'''
                  "type": "string"
                 }
                },
+               "required": [
+                "url"
+               ],
                "type": "object"
               },
               "metaData": {
@@ -775,6 +2022,9 @@ CRDS = json.loads(r'''
              "type": "object"
             }
            },
+           "required": [
+            "spec"
+           ],
            "type": "object"
           }
          },
@@ -788,7 +2038,7 @@ CRDS = json.loads(r'''
       }
      },
      "served": true,
-     "storage": true
+     "storage": false
     }
    ]
   }
@@ -810,12 +2060,2656 @@ CRDS = json.loads(r'''
     "listKind": "Metal3DataTemplateList",
     "plural": "metal3datatemplates",
     "shortNames": [
-     "m3dt"
+     "m3dt",
+     "m3datatemplate",
+     "m3datatemplates",
+     "metal3dt",
+     "metal3datatemplate"
     ],
     "singular": "metal3datatemplate"
    },
    "scope": "Namespaced",
    "versions": [
+    {
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "clusterName": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "metaData": {
+           "properties": {
+            "dnsServersFromPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromAnnotations": {
+             "items": {
+              "properties": {
+               "annotation": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object",
+               "annotation"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromHostInterfaces": {
+             "items": {
+              "properties": {
+               "fromBootMAC": {
+                "type": "boolean"
+               },
+               "interface": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromLabels": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "label": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object",
+               "label"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "gatewaysFromPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "indexes": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "offset": {
+                "minimum": 0,
+                "type": "integer"
+               },
+               "prefix": {
+                "type": "string"
+               },
+               "step": {
+                "minimum": 1,
+                "type": "integer"
+               },
+               "suffix": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "ipAddressesFromPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "namespaces": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "objectNames": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "prefixesFromPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "strings": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "value": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "value"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "links": {
+             "properties": {
+              "bonds": {
+               "items": {
+                "properties": {
+                 "bondDowndelay": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondLACPRate": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondLinks": {
+                  "items": {
+                   "type": "string"
+                  },
+                  "type": "array"
+                 },
+                 "bondMiimon": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondMode": {
+                  "enum": [
+                   "balance-rr",
+                   "active-backup",
+                   "balance-xor",
+                   "broadcast",
+                   "balance-tlb",
+                   "balance-alb",
+                   "802.3ad"
+                  ],
+                  "type": "string"
+                 },
+                 "bondUpdelay": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondXmitHashPolicy": {
+                  "enum": [
+                   "layer2",
+                   "layer3+4",
+                   "layer2+3"
+                  ],
+                  "type": "string"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "interfaces": {
+                  "items": {
+                   "type": "string"
+                  },
+                  "type": "array"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "parameters": {
+                  "items": {
+                   "properties": {
+                    "name": {
+                     "type": "string"
+                    },
+                    "value": {
+                     "x-kubernetes-preserve-unknown-fields": true
+                    }
+                   },
+                   "required": [
+                    "name"
+                   ],
+                   "type": "object"
+                  },
+                  "type": "array"
+                 },
+                 "type": {
+                  "enum": [
+                   "bond"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "bondMode"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ethernets": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "type": {
+                  "enum": [
+                   "bridge",
+                   "dvs",
+                   "hw_veb",
+                   "hyperv",
+                   "ovs",
+                   "tap",
+                   "vhostuser",
+                   "vif",
+                   "phy"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "type"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "vlans": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "type": {
+                  "enum": [
+                   "vlan"
+                  ],
+                  "type": "string"
+                 },
+                 "vlanID": {
+                  "maximum": 4096,
+                  "minimum": 0,
+                  "type": "integer"
+                 },
+                 "vlanLink": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "vlanID"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            },
+            "networks": {
+             "properties": {
+              "ipv4": {
+               "items": {
+                "properties": {
+                 "fromPoolAnnotation": {
+                  "properties": {
+                   "annotation": {
+                    "type": "string"
+                   },
+                   "object": {
+                    "enum": [
+                     "machine",
+                     "metal3machine",
+                     "baremetalhost",
+                     "Machine",
+                     "Metal3Machine",
+                     "BareMetalHost"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "object",
+                   "annotation"
+                  ],
+                  "type": "object"
+                 },
+                 "fromPoolRef": {
+                  "properties": {
+                   "apiGroup": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "kind": {
+                    "maxLength": 63,
+                    "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                    "type": "string"
+                   },
+                   "name": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "name"
+                  ],
+                  "type": "object"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "ipAddressFromIPPool": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 32,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv4DHCP": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 32,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6": {
+               "items": {
+                "properties": {
+                 "fromPoolAnnotation": {
+                  "properties": {
+                   "annotation": {
+                    "type": "string"
+                   },
+                   "object": {
+                    "enum": [
+                     "machine",
+                     "metal3machine",
+                     "baremetalhost",
+                     "Machine",
+                     "Metal3Machine",
+                     "BareMetalHost"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "object",
+                   "annotation"
+                  ],
+                  "type": "object"
+                 },
+                 "fromPoolRef": {
+                  "properties": {
+                   "apiGroup": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "kind": {
+                    "maxLength": 63,
+                    "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                    "type": "string"
+                   },
+                   "name": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "name"
+                  ],
+                  "type": "object"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "ipAddressFromIPPool": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6DHCP": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6SLAAC": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            },
+            "services": {
+             "properties": {
+              "dns": {
+               "items": {
+                "pattern": "((^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$)|(^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$))",
+                "type": "string"
+               },
+               "type": "array"
+              },
+              "dnsFromIPPool": {
+               "maxLength": 253,
+               "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "template": {
+           "properties": {
+            "metaData": {
+             "properties": {
+              "dnsServersFromPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromAnnotations": {
+               "items": {
+                "properties": {
+                 "annotation": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object",
+                 "annotation"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromHostInterfaces": {
+               "items": {
+                "properties": {
+                 "fromBootMAC": {
+                  "type": "boolean"
+                 },
+                 "interface": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromLabels": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "label": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object",
+                 "label"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "gatewaysFromPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "indexes": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "offset": {
+                  "minimum": 0,
+                  "type": "integer"
+                 },
+                 "prefix": {
+                  "type": "string"
+                 },
+                 "step": {
+                  "minimum": 1,
+                  "type": "integer"
+                 },
+                 "suffix": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipAddressesFromPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "namespaces": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "objectNames": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "prefixesFromPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "strings": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "value": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "value"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            },
+            "networkData": {
+             "properties": {
+              "links": {
+               "properties": {
+                "bonds": {
+                 "items": {
+                  "properties": {
+                   "bondDowndelay": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondLACPRate": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondLinks": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   },
+                   "bondMiimon": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondMode": {
+                    "enum": [
+                     "balance-rr",
+                     "active-backup",
+                     "balance-xor",
+                     "broadcast",
+                     "balance-tlb",
+                     "balance-alb",
+                     "802.3ad"
+                    ],
+                    "type": "string"
+                   },
+                   "bondUpdelay": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondXmitHashPolicy": {
+                    "enum": [
+                     "layer2",
+                     "layer3+4",
+                     "layer2+3"
+                    ],
+                    "type": "string"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "interfaces": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "parameters": {
+                    "items": {
+                     "properties": {
+                      "name": {
+                       "type": "string"
+                      },
+                      "value": {
+                       "x-kubernetes-preserve-unknown-fields": true
+                      }
+                     },
+                     "required": [
+                      "name"
+                     ],
+                     "type": "object"
+                    },
+                    "type": "array"
+                   },
+                   "type": {
+                    "enum": [
+                     "bond"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "bondMode"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ethernets": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "type": {
+                    "enum": [
+                     "bridge",
+                     "dvs",
+                     "hw_veb",
+                     "hyperv",
+                     "ovs",
+                     "tap",
+                     "vhostuser",
+                     "vif",
+                     "phy"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "type"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "vlans": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "type": {
+                    "enum": [
+                     "vlan"
+                    ],
+                    "type": "string"
+                   },
+                   "vlanID": {
+                    "maximum": 4096,
+                    "minimum": 0,
+                    "type": "integer"
+                   },
+                   "vlanLink": {
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "vlanID"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                }
+               },
+               "type": "object"
+              },
+              "networks": {
+               "properties": {
+                "ipv4": {
+                 "items": {
+                  "properties": {
+                   "fromPoolAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromPoolRef": {
+                    "properties": {
+                     "apiGroup": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     },
+                     "kind": {
+                      "maxLength": 63,
+                      "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                      "type": "string"
+                     },
+                     "name": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "name"
+                    ],
+                    "type": "object"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "ipAddressFromIPPool": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 32,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv4DHCP": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 32,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6": {
+                 "items": {
+                  "properties": {
+                   "fromPoolAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromPoolRef": {
+                    "properties": {
+                     "apiGroup": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     },
+                     "kind": {
+                      "maxLength": 63,
+                      "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                      "type": "string"
+                     },
+                     "name": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "name"
+                    ],
+                    "type": "object"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "ipAddressFromIPPool": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6DHCP": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6SLAAC": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                }
+               },
+               "type": "object"
+              },
+              "services": {
+               "properties": {
+                "dns": {
+                 "items": {
+                  "pattern": "((^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$)|(^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$))",
+                  "type": "string"
+                 },
+                 "type": "array"
+                },
+                "dnsFromIPPool": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "indexes": {
+           "items": {
+            "properties": {
+             "index": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "name": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "name",
+             "index"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "lastUpdated": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
     {
      "name": "v1beta1",
      "schema": {
@@ -838,22 +4732,2554 @@ CRDS = json.loads(r'''
            "type": "string"
           },
           "metaData": {
-           "type": "object",
-           "x-kubernetes-preserve-unknown-fields": true
+           "properties": {
+            "dnsServersFromIPPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromAnnotations": {
+             "items": {
+              "properties": {
+               "annotation": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object",
+               "annotation"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromHostInterfaces": {
+             "items": {
+              "properties": {
+               "fromBootMAC": {
+                "type": "boolean"
+               },
+               "interface": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "fromLabels": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "label": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object",
+               "label"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "gatewaysFromIPPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "indexes": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "offset": {
+                "type": "integer"
+               },
+               "prefix": {
+                "type": "string"
+               },
+               "step": {
+                "type": "integer"
+               },
+               "suffix": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "ipAddressesFromIPPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "namespaces": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "objectNames": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "object": {
+                "enum": [
+                 "machine",
+                 "metal3machine",
+                 "baremetalhost",
+                 "Machine",
+                 "Metal3Machine",
+                 "BareMetalHost"
+                ],
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "object"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "prefixesFromIPPool": {
+             "items": {
+              "properties": {
+               "apiGroup": {
+                "type": "string"
+               },
+               "key": {
+                "type": "string"
+               },
+               "kind": {
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "strings": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "value": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "key",
+               "value"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            }
+           },
+           "type": "object"
           },
           "networkData": {
-           "type": "object",
-           "x-kubernetes-preserve-unknown-fields": true
+           "properties": {
+            "links": {
+             "properties": {
+              "bonds": {
+               "items": {
+                "properties": {
+                 "bondDowndelay": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondLACPRate": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondLinks": {
+                  "items": {
+                   "type": "string"
+                  },
+                  "type": "array"
+                 },
+                 "bondMiimon": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondMode": {
+                  "enum": [
+                   "balance-rr",
+                   "active-backup",
+                   "balance-xor",
+                   "broadcast",
+                   "balance-tlb",
+                   "balance-alb",
+                   "802.3ad"
+                  ],
+                  "type": "string"
+                 },
+                 "bondUpdelay": {
+                  "x-kubernetes-int-or-string": true
+                 },
+                 "bondXmitHashPolicy": {
+                  "enum": [
+                   "layer2",
+                   "layer3+4",
+                   "layer2+3"
+                  ],
+                  "type": "string"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "interfaces": {
+                  "items": {
+                   "type": "string"
+                  },
+                  "type": "array"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "parameters": {
+                  "additionalProperties": {
+                   "x-kubernetes-preserve-unknown-fields": true
+                  },
+                  "type": "object"
+                 },
+                 "type": {
+                  "enum": [
+                   "bond"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "bondMode"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ethernets": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "type": {
+                  "enum": [
+                   "bridge",
+                   "dvs",
+                   "hw_veb",
+                   "hyperv",
+                   "ovs",
+                   "tap",
+                   "vhostuser",
+                   "vif",
+                   "phy"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "type"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "vlans": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "macAddress": {
+                  "properties": {
+                   "fromAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromHostInterface": {
+                    "type": "string"
+                   },
+                   "string": {
+                    "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                    "type": "string"
+                   }
+                  },
+                  "type": "object"
+                 },
+                 "mtu": {
+                  "maximum": 9000,
+                  "minimum": 1280,
+                  "type": "integer"
+                 },
+                 "name": {
+                  "maxLength": 15,
+                  "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                  "type": "string"
+                 },
+                 "type": {
+                  "enum": [
+                   "vlan"
+                  ],
+                  "type": "string"
+                 },
+                 "vlanID": {
+                  "maximum": 4096,
+                  "minimum": 0,
+                  "type": "integer"
+                 },
+                 "vlanLink": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "id",
+                 "vlanID"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            },
+            "networks": {
+             "properties": {
+              "ipv4": {
+               "items": {
+                "properties": {
+                 "fromPoolAnnotation": {
+                  "properties": {
+                   "annotation": {
+                    "type": "string"
+                   },
+                   "object": {
+                    "enum": [
+                     "machine",
+                     "metal3machine",
+                     "baremetalhost",
+                     "Machine",
+                     "Metal3Machine",
+                     "BareMetalHost"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "object",
+                   "annotation"
+                  ],
+                  "type": "object"
+                 },
+                 "fromPoolRef": {
+                  "properties": {
+                   "apiGroup": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "kind": {
+                    "maxLength": 63,
+                    "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                    "type": "string"
+                   },
+                   "name": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "name"
+                  ],
+                  "type": "object"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "ipAddressFromIPPool": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 32,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv4DHCP": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 32,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6": {
+               "items": {
+                "properties": {
+                 "fromPoolAnnotation": {
+                  "properties": {
+                   "annotation": {
+                    "type": "string"
+                   },
+                   "object": {
+                    "enum": [
+                     "machine",
+                     "metal3machine",
+                     "baremetalhost",
+                     "Machine",
+                     "Metal3Machine",
+                     "BareMetalHost"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "object",
+                   "annotation"
+                  ],
+                  "type": "object"
+                 },
+                 "fromPoolRef": {
+                  "properties": {
+                   "apiGroup": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "kind": {
+                    "maxLength": 63,
+                    "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                    "type": "string"
+                   },
+                   "name": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "name"
+                  ],
+                  "type": "object"
+                 },
+                 "id": {
+                  "type": "string"
+                 },
+                 "ipAddressFromIPPool": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6DHCP": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipv6SLAAC": {
+               "items": {
+                "properties": {
+                 "id": {
+                  "type": "string"
+                 },
+                 "link": {
+                  "type": "string"
+                 },
+                 "routes": {
+                  "items": {
+                   "properties": {
+                    "gateway": {
+                     "properties": {
+                      "fromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      },
+                      "fromPoolAnnotation": {
+                       "properties": {
+                        "annotation": {
+                         "type": "string"
+                        },
+                        "object": {
+                         "enum": [
+                          "machine",
+                          "metal3machine",
+                          "baremetalhost",
+                          "Machine",
+                          "Metal3Machine",
+                          "BareMetalHost"
+                         ],
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "object",
+                        "annotation"
+                       ],
+                       "type": "object"
+                      },
+                      "fromPoolRef": {
+                       "properties": {
+                        "apiGroup": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "kind": {
+                         "maxLength": 63,
+                         "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                         "type": "string"
+                        },
+                        "name": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "required": [
+                        "name"
+                       ],
+                       "type": "object"
+                      },
+                      "string": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "network": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    },
+                    "prefix": {
+                     "maximum": 128,
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "services": {
+                     "properties": {
+                      "dns": {
+                       "items": {
+                        "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                        "type": "string"
+                       },
+                       "type": "array"
+                      },
+                      "dnsFromIPPool": {
+                       "maxLength": 253,
+                       "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "to": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                     "type": "string"
+                    },
+                    "via": {
+                     "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "type": "array"
+                 }
+                },
+                "required": [
+                 "id",
+                 "link"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
+            },
+            "services": {
+             "properties": {
+              "dns": {
+               "items": {
+                "pattern": "((^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$)|(^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$))",
+                "type": "string"
+               },
+               "type": "array"
+              },
+              "dnsFromIPPool": {
+               "maxLength": 253,
+               "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
           },
           "template": {
            "properties": {
             "metaData": {
-             "type": "object",
-             "x-kubernetes-preserve-unknown-fields": true
+             "properties": {
+              "dnsServersFromIPPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromAnnotations": {
+               "items": {
+                "properties": {
+                 "annotation": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object",
+                 "annotation"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromHostInterfaces": {
+               "items": {
+                "properties": {
+                 "fromBootMAC": {
+                  "type": "boolean"
+                 },
+                 "interface": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "fromLabels": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "label": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object",
+                 "label"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "gatewaysFromIPPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "indexes": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "offset": {
+                  "type": "integer"
+                 },
+                 "prefix": {
+                  "type": "string"
+                 },
+                 "step": {
+                  "type": "integer"
+                 },
+                 "suffix": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "ipAddressesFromIPPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "namespaces": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "objectNames": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "object": {
+                  "enum": [
+                   "machine",
+                   "metal3machine",
+                   "baremetalhost",
+                   "Machine",
+                   "Metal3Machine",
+                   "BareMetalHost"
+                  ],
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "object"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "prefixesFromIPPool": {
+               "items": {
+                "properties": {
+                 "apiGroup": {
+                  "type": "string"
+                 },
+                 "key": {
+                  "type": "string"
+                 },
+                 "kind": {
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 253,
+                  "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "name"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              },
+              "strings": {
+               "items": {
+                "properties": {
+                 "key": {
+                  "type": "string"
+                 },
+                 "value": {
+                  "type": "string"
+                 }
+                },
+                "required": [
+                 "key",
+                 "value"
+                ],
+                "type": "object"
+               },
+               "type": "array"
+              }
+             },
+             "type": "object"
             },
             "networkData": {
-             "type": "object",
-             "x-kubernetes-preserve-unknown-fields": true
+             "properties": {
+              "links": {
+               "properties": {
+                "bonds": {
+                 "items": {
+                  "properties": {
+                   "bondDowndelay": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondLACPRate": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondLinks": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   },
+                   "bondMiimon": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondMode": {
+                    "enum": [
+                     "balance-rr",
+                     "active-backup",
+                     "balance-xor",
+                     "broadcast",
+                     "balance-tlb",
+                     "balance-alb",
+                     "802.3ad"
+                    ],
+                    "type": "string"
+                   },
+                   "bondUpdelay": {
+                    "x-kubernetes-int-or-string": true
+                   },
+                   "bondXmitHashPolicy": {
+                    "enum": [
+                     "layer2",
+                     "layer3+4",
+                     "layer2+3"
+                    ],
+                    "type": "string"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "interfaces": {
+                    "items": {
+                     "type": "string"
+                    },
+                    "type": "array"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "parameters": {
+                    "additionalProperties": {
+                     "x-kubernetes-preserve-unknown-fields": true
+                    },
+                    "type": "object"
+                   },
+                   "type": {
+                    "enum": [
+                     "bond"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "bondMode"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ethernets": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "type": {
+                    "enum": [
+                     "bridge",
+                     "dvs",
+                     "hw_veb",
+                     "hyperv",
+                     "ovs",
+                     "tap",
+                     "vhostuser",
+                     "vif",
+                     "phy"
+                    ],
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "type"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "vlans": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "macAddress": {
+                    "properties": {
+                     "fromAnnotation": {
+                      "properties": {
+                       "annotation": {
+                        "type": "string"
+                       },
+                       "object": {
+                        "enum": [
+                         "machine",
+                         "metal3machine",
+                         "baremetalhost",
+                         "Machine",
+                         "Metal3Machine",
+                         "BareMetalHost"
+                        ],
+                        "type": "string"
+                       }
+                      },
+                      "required": [
+                       "object",
+                       "annotation"
+                      ],
+                      "type": "object"
+                     },
+                     "fromHostInterface": {
+                      "type": "string"
+                     },
+                     "string": {
+                      "pattern": "^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$",
+                      "type": "string"
+                     }
+                    },
+                    "type": "object"
+                   },
+                   "mtu": {
+                    "maximum": 9000,
+                    "minimum": 1280,
+                    "type": "integer"
+                   },
+                   "name": {
+                    "maxLength": 15,
+                    "pattern": "^[a-zA-Z][a-zA-Z0-9._-]*$",
+                    "type": "string"
+                   },
+                   "type": {
+                    "enum": [
+                     "vlan"
+                    ],
+                    "type": "string"
+                   },
+                   "vlanID": {
+                    "maximum": 4096,
+                    "minimum": 0,
+                    "type": "integer"
+                   },
+                   "vlanLink": {
+                    "type": "string"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "vlanID"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                }
+               },
+               "type": "object"
+              },
+              "networks": {
+               "properties": {
+                "ipv4": {
+                 "items": {
+                  "properties": {
+                   "fromPoolAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromPoolRef": {
+                    "properties": {
+                     "apiGroup": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     },
+                     "kind": {
+                      "maxLength": 63,
+                      "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                      "type": "string"
+                     },
+                     "name": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "name"
+                    ],
+                    "type": "object"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "ipAddressFromIPPool": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 32,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv4DHCP": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 32,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))/([0-9]|[12][0-9]|3[0-2])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6": {
+                 "items": {
+                  "properties": {
+                   "fromPoolAnnotation": {
+                    "properties": {
+                     "annotation": {
+                      "type": "string"
+                     },
+                     "object": {
+                      "enum": [
+                       "machine",
+                       "metal3machine",
+                       "baremetalhost",
+                       "Machine",
+                       "Metal3Machine",
+                       "BareMetalHost"
+                      ],
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "object",
+                     "annotation"
+                    ],
+                    "type": "object"
+                   },
+                   "fromPoolRef": {
+                    "properties": {
+                     "apiGroup": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     },
+                     "kind": {
+                      "maxLength": 63,
+                      "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                      "type": "string"
+                     },
+                     "name": {
+                      "maxLength": 253,
+                      "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                      "type": "string"
+                     }
+                    },
+                    "required": [
+                     "name"
+                    ],
+                    "type": "object"
+                   },
+                   "id": {
+                    "type": "string"
+                   },
+                   "ipAddressFromIPPool": {
+                    "maxLength": 253,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6DHCP": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                },
+                "ipv6SLAAC": {
+                 "items": {
+                  "properties": {
+                   "id": {
+                    "type": "string"
+                   },
+                   "link": {
+                    "type": "string"
+                   },
+                   "routes": {
+                    "items": {
+                     "properties": {
+                      "gateway": {
+                       "properties": {
+                        "fromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        },
+                        "fromPoolAnnotation": {
+                         "properties": {
+                          "annotation": {
+                           "type": "string"
+                          },
+                          "object": {
+                           "enum": [
+                            "machine",
+                            "metal3machine",
+                            "baremetalhost",
+                            "Machine",
+                            "Metal3Machine",
+                            "BareMetalHost"
+                           ],
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "object",
+                          "annotation"
+                         ],
+                         "type": "object"
+                        },
+                        "fromPoolRef": {
+                         "properties": {
+                          "apiGroup": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          },
+                          "kind": {
+                           "maxLength": 63,
+                           "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+                           "type": "string"
+                          },
+                          "name": {
+                           "maxLength": 253,
+                           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                           "type": "string"
+                          }
+                         },
+                         "required": [
+                          "name"
+                         ],
+                         "type": "object"
+                        },
+                        "string": {
+                         "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "network": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      },
+                      "prefix": {
+                       "maximum": 128,
+                       "minimum": 0,
+                       "type": "integer"
+                      },
+                      "services": {
+                       "properties": {
+                        "dns": {
+                         "items": {
+                          "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                          "type": "string"
+                         },
+                         "type": "array"
+                        },
+                        "dnsFromIPPool": {
+                         "maxLength": 253,
+                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                         "type": "string"
+                        }
+                       },
+                       "type": "object"
+                      },
+                      "to": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))/([0-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$",
+                       "type": "string"
+                      },
+                      "via": {
+                       "pattern": "^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$",
+                       "type": "string"
+                      }
+                     },
+                     "type": "object"
+                    },
+                    "type": "array"
+                   }
+                  },
+                  "required": [
+                   "id",
+                   "link"
+                  ],
+                  "type": "object"
+                 },
+                 "type": "array"
+                }
+               },
+               "type": "object"
+              },
+              "services": {
+               "properties": {
+                "dns": {
+                 "items": {
+                  "pattern": "((^((([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))$)|(^(([0-9a-fA-F]{1,4}:){7,7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$))",
+                  "type": "string"
+                 },
+                 "type": "array"
+                },
+                "dnsFromIPPool": {
+                 "maxLength": 253,
+                 "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
             }
            },
            "type": "object"
@@ -883,7 +7309,7 @@ CRDS = json.loads(r'''
       }
      },
      "served": true,
-     "storage": true,
+     "storage": false,
      "subresources": {
       "status": {}
      }
@@ -908,14 +7334,18 @@ CRDS = json.loads(r'''
     "listKind": "Metal3DataClaimList",
     "plural": "metal3dataclaims",
     "shortNames": [
-     "m3dc"
+     "m3dc",
+     "m3dataclaim",
+     "m3dataclaims",
+     "metal3dc",
+     "metal3dataclaim"
     ],
     "singular": "metal3dataclaim"
    },
    "scope": "Namespaced",
    "versions": [
     {
-     "name": "v1beta1",
+     "name": "v1beta2",
      "schema": {
       "openAPIV3Schema": {
        "properties": {
@@ -946,9 +7376,6 @@ CRDS = json.loads(r'''
            "type": "object"
           }
          },
-         "required": [
-          "template"
-         ],
          "type": "object"
         },
         "status": {
@@ -1011,6 +7438,134 @@ CRDS = json.loads(r'''
      "subresources": {
       "status": {}
      }
+    },
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "errorMessage": {
+           "type": "string"
+          },
+          "renderedData": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "type": "string"
+            },
+            "namespace": {
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": false,
+     "subresources": {
+      "status": {}
+     }
     }
    ]
   }
@@ -1032,14 +7587,18 @@ CRDS = json.loads(r'''
     "listKind": "Metal3DataList",
     "plural": "metal3datas",
     "shortNames": [
-     "m3d"
+     "m3d",
+     "m3data",
+     "m3datas",
+     "metal3d",
+     "metal3data"
     ],
     "singular": "metal3data"
    },
    "scope": "Namespaced",
    "versions": [
     {
-     "name": "v1beta1",
+     "name": "v1beta2",
      "schema": {
       "openAPIV3Schema": {
        "properties": {
@@ -1117,16 +7676,8 @@ CRDS = json.loads(r'''
             }
            },
            "type": "object"
-          },
-          "templateReference": {
-           "type": "string"
           }
          },
-         "required": [
-          "index",
-          "template",
-          "claim"
-         ],
          "type": "object"
         },
         "status": {
@@ -1178,6 +7729,584 @@ CRDS = json.loads(r'''
      },
      "served": true,
      "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "claim": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "index": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "template": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "templateReference": {
+           "type": "string"
+          }
+         },
+         "required": [
+          "claim",
+          "template"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "errorMessage": {
+           "type": "string"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": false,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3remediations.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3Remediation",
+    "listKind": "Metal3RemediationList",
+    "plural": "metal3remediations",
+    "shortNames": [
+     "m3r",
+     "m3remediation"
+    ],
+    "singular": "metal3remediation"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.strategy.retryLimit",
+       "name": "Retry limit",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.retryCount",
+       "name": "Retry count",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.lastRemediated",
+       "name": "Last Remediated",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.strategy.type",
+       "name": "Strategy",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.phase",
+       "name": "Phase",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "strategy": {
+           "properties": {
+            "retryLimit": {
+             "minimum": 1,
+             "type": "integer"
+            },
+            "timeoutSeconds": {
+             "minimum": 100,
+             "type": "integer"
+            },
+            "type": {
+             "enum": [
+              "Reboot"
+             ],
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "lastRemediated": {
+           "type": "string"
+          },
+          "phase": {
+           "enum": [
+            "Running",
+            "Waiting",
+            "Deleting machine",
+            "Failed"
+           ],
+           "type": "string"
+          },
+          "retryCount": {
+           "minimum": 1,
+           "type": "integer"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.strategy.retryLimit",
+       "name": "Retry limit",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.retryCount",
+       "name": "Retry count",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.lastRemediated",
+       "name": "Last Remediated",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.strategy.type",
+       "name": "Strategy",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.phase",
+       "name": "Phase",
+       "type": "string"
+      }
+     ],
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "strategy": {
+           "properties": {
+            "retryLimit": {
+             "type": "integer"
+            },
+            "timeout": {
+             "type": "string"
+            },
+            "type": {
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "lastRemediated": {
+           "type": "string"
+          },
+          "phase": {
+           "type": "string"
+          },
+          "retryCount": {
+           "type": "integer"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": false,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metal3remediationtemplates.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal3"
+    ],
+    "kind": "Metal3RemediationTemplate",
+    "listKind": "Metal3RemediationTemplateList",
+    "plural": "metal3remediationtemplates",
+    "shortNames": [
+     "m3rt",
+     "m3remediationtemplate",
+     "m3remediationtemplates",
+     "metal3rt",
+     "metal3remediationtemplate"
+    ],
+    "singular": "metal3remediationtemplate"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1beta2",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "spec": {
+             "properties": {
+              "strategy": {
+               "properties": {
+                "retryLimit": {
+                 "minimum": 1,
+                 "type": "integer"
+                },
+                "timeoutSeconds": {
+                 "minimum": 100,
+                 "type": "integer"
+                },
+                "type": {
+                 "enum": [
+                  "Reboot"
+                 ],
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "required": [
+            "spec"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "status": {
+           "properties": {
+            "lastRemediated": {
+             "type": "string"
+            },
+            "phase": {
+             "enum": [
+              "Running",
+              "Waiting",
+              "Deleting machine",
+              "Failed"
+             ],
+             "type": "string"
+            },
+            "retryCount": {
+             "minimum": 1,
+             "type": "integer"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    },
+    {
+     "name": "v1beta1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "template": {
+           "properties": {
+            "spec": {
+             "properties": {
+              "strategy": {
+               "properties": {
+                "retryLimit": {
+                 "type": "integer"
+                },
+                "timeout": {
+                 "type": "string"
+                },
+                "type": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "required": [
+            "spec"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "template"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "status": {
+           "properties": {
+            "lastRemediated": {
+             "type": "string"
+            },
+            "phase": {
+             "type": "string"
+            },
+            "retryCount": {
+             "type": "integer"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": false,
      "subresources": {
       "status": {}
      }
@@ -1886,6 +9015,20 @@ CRDS = json.loads(r'''
           "externallyProvisioned": {
            "type": "boolean"
           },
+          "firmware": {
+           "properties": {
+            "simultaneousMultithreadingEnabled": {
+             "type": "boolean"
+            },
+            "sriovEnabled": {
+             "type": "boolean"
+            },
+            "virtualizationEnabled": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
           "hardwareProfile": {
            "type": "string"
           },
@@ -1965,6 +9108,53 @@ CRDS = json.loads(r'''
            },
            "type": "object"
           },
+          "networkInterfaces": {
+           "items": {
+            "properties": {
+             "hostNetworkAttachment": {
+              "properties": {
+               "name": {
+                "maxLength": 253,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                "type": "string"
+               },
+               "namespace": {
+                "maxLength": 63,
+                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                "type": "string"
+               }
+              },
+              "type": "object"
+             },
+             "macAddress": {
+              "pattern": "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$",
+              "type": "string"
+             },
+             "name": {
+              "pattern": "^[a-zA-Z0-9._-]+$",
+              "type": "string"
+             },
+             "switchPort": {
+              "properties": {
+               "portID": {
+                "type": "string"
+               },
+               "switchID": {
+                "pattern": "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$",
+                "type": "string"
+               }
+              },
+              "required": [
+               "switchID",
+               "portID"
+              ],
+              "type": "object"
+             }
+            },
+            "type": "object"
+           },
+           "type": "array"
+          },
           "online": {
            "type": "boolean"
           },
@@ -1972,6 +9162,128 @@ CRDS = json.loads(r'''
            "maxLength": 253,
            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
            "type": "string"
+          },
+          "raid": {
+           "properties": {
+            "hardwareRAIDVolumes": {
+             "items": {
+              "properties": {
+               "controller": {
+                "type": "string"
+               },
+               "level": {
+                "enum": [
+                 "0",
+                 "1",
+                 "2",
+                 "5",
+                 "6",
+                 "1+0",
+                 "5+0",
+                 "6+0"
+                ],
+                "type": "string"
+               },
+               "name": {
+                "maxLength": 64,
+                "type": "string"
+               },
+               "numberOfPhysicalDisks": {
+                "minimum": 1,
+                "type": "integer"
+               },
+               "physicalDisks": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               },
+               "rotational": {
+                "type": "boolean"
+               },
+               "sizeGibibytes": {
+                "minimum": 0,
+                "type": "integer"
+               }
+              },
+              "required": [
+               "level"
+              ],
+              "type": "object"
+             },
+             "nullable": true,
+             "type": "array"
+            },
+            "softwareRAIDVolumes": {
+             "items": {
+              "properties": {
+               "level": {
+                "enum": [
+                 "0",
+                 "1",
+                 "1+0"
+                ],
+                "type": "string"
+               },
+               "physicalDisks": {
+                "items": {
+                 "properties": {
+                  "deviceName": {
+                   "type": "string"
+                  },
+                  "hctl": {
+                   "type": "string"
+                  },
+                  "minSizeGigabytes": {
+                   "minimum": 0,
+                   "type": "integer"
+                  },
+                  "model": {
+                   "type": "string"
+                  },
+                  "rotational": {
+                   "type": "boolean"
+                  },
+                  "serialNumber": {
+                   "type": "string"
+                  },
+                  "vendor": {
+                   "type": "string"
+                  },
+                  "wwn": {
+                   "type": "string"
+                  },
+                  "wwnVendorExtension": {
+                   "type": "string"
+                  },
+                  "wwnWithExtension": {
+                   "type": "string"
+                  }
+                 },
+                 "type": "object"
+                },
+                "minItems": 2,
+                "type": "array"
+               },
+               "rootVolume": {
+                "type": "boolean"
+               },
+               "sizeGibibytes": {
+                "minimum": 0,
+                "type": "integer"
+               }
+              },
+              "required": [
+               "level"
+              ],
+              "type": "object"
+             },
+             "maxItems": 2,
+             "nullable": true,
+             "type": "array"
+            }
+           },
+           "type": "object"
           },
           "rootDeviceHints": {
            "properties": {
@@ -2242,6 +9554,20 @@ CRDS = json.loads(r'''
              },
              "type": "object"
             },
+            "firmware": {
+             "properties": {
+              "simultaneousMultithreadingEnabled": {
+               "type": "boolean"
+              },
+              "sriovEnabled": {
+               "type": "boolean"
+              },
+              "virtualizationEnabled": {
+               "type": "boolean"
+              }
+             },
+             "type": "object"
+            },
             "image": {
              "properties": {
               "checksum": {
@@ -2255,6 +9581,128 @@ CRDS = json.loads(r'''
               },
               "url": {
                "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "raid": {
+             "properties": {
+              "hardwareRAIDVolumes": {
+               "items": {
+                "properties": {
+                 "controller": {
+                  "type": "string"
+                 },
+                 "level": {
+                  "enum": [
+                   "0",
+                   "1",
+                   "2",
+                   "5",
+                   "6",
+                   "1+0",
+                   "5+0",
+                   "6+0"
+                  ],
+                  "type": "string"
+                 },
+                 "name": {
+                  "maxLength": 64,
+                  "type": "string"
+                 },
+                 "numberOfPhysicalDisks": {
+                  "minimum": 1,
+                  "type": "integer"
+                 },
+                 "physicalDisks": {
+                  "items": {
+                   "type": "string"
+                  },
+                  "type": "array"
+                 },
+                 "rotational": {
+                  "type": "boolean"
+                 },
+                 "sizeGibibytes": {
+                  "minimum": 0,
+                  "type": "integer"
+                 }
+                },
+                "required": [
+                 "level"
+                ],
+                "type": "object"
+               },
+               "nullable": true,
+               "type": "array"
+              },
+              "softwareRAIDVolumes": {
+               "items": {
+                "properties": {
+                 "level": {
+                  "enum": [
+                   "0",
+                   "1",
+                   "1+0"
+                  ],
+                  "type": "string"
+                 },
+                 "physicalDisks": {
+                  "items": {
+                   "properties": {
+                    "deviceName": {
+                     "type": "string"
+                    },
+                    "hctl": {
+                     "type": "string"
+                    },
+                    "minSizeGigabytes": {
+                     "minimum": 0,
+                     "type": "integer"
+                    },
+                    "model": {
+                     "type": "string"
+                    },
+                    "rotational": {
+                     "type": "boolean"
+                    },
+                    "serialNumber": {
+                     "type": "string"
+                    },
+                    "vendor": {
+                     "type": "string"
+                    },
+                    "wwn": {
+                     "type": "string"
+                    },
+                    "wwnVendorExtension": {
+                     "type": "string"
+                    },
+                    "wwnWithExtension": {
+                     "type": "string"
+                    }
+                   },
+                   "type": "object"
+                  },
+                  "minItems": 2,
+                  "type": "array"
+                 },
+                 "rootVolume": {
+                  "type": "boolean"
+                 },
+                 "sizeGibibytes": {
+                  "minimum": 0,
+                  "type": "integer"
+                 }
+                },
+                "required": [
+                 "level"
+                ],
+                "type": "object"
+               },
+               "maxItems": 2,
+               "nullable": true,
+               "type": "array"
               }
              },
              "type": "object"
