@@ -37,8 +37,18 @@ generate: venv
 kube-binaries:
 	bash hack/kube-binaries.sh >/dev/null
 
+# The real Ansible Operator, built with Go once per machine: the operator's tests run the roles under it too.
+.PHONY: ansible-operator
+ansible-operator:
+	bash hack/ansible-operator.sh >/dev/null
+
+# Debian's cloud-init, unpacked into the user cache: the tests read every rendered network_data with it.
+.PHONY: cloud-init
+cloud-init:
+	bash hack/cloud-init.sh >/dev/null
+
 # Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
-test: venv collection kube-binaries
+test: venv collection kube-binaries cloud-init ansible-operator
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 tests
 	$(MAKE) --no-print-directory molecule lint sanity

@@ -70,7 +70,8 @@ class Controller:
         self.metrics = metrics
         self.workers = max(1, workers)
         self.verbosity = verbosity
-        self.reconcile_period = w.reconcile_period if w.reconcile_period is not None else reconcile_period
+        # A watch's 0 (or none) is the flag's period, as in the Ansible Operator.
+        self.reconcile_period = w.reconcile_period or reconcile_period
         self.namespaces = namespaces or [""]
         self.queue = WorkQueue()
         self.cache: dict[Key, dict[str, Any]] = {}
@@ -281,7 +282,8 @@ class Controller:
                                 elapsed)
         period = annotated(annotations, RECONCILE_PERIOD_ANNOTATION, parse_duration, self.reconcile_period)
         if result.requeue_after is not None:
-            self.queue.add_after(key, result.requeue_after)
+            if result.requeue_after > 0:  # 0s asks for no requeue, as under the Ansible Operator
+                self.queue.add_after(key, result.requeue_after)
         elif period > 0:
             self.queue.add_after(key, period)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ import ansible_runner
 import ptyprocess
 import yaml
 
-from metal3_operator.watches import Watch
+from metal3_operator.watches import Watch, WatchesError, parse_duration
 
 log = logging.getLogger("metal3_operator.runner")
 
@@ -46,7 +47,12 @@ HERE = Path(__file__).resolve().parent
 PRELOAD = ["ansible.plugins.inventory", "ansible.plugins.strategy.linear", "ansible.executor.process.worker",
            "ansible.plugins.shell.powershell", "tomllib", "kubernetes.client", "kubernetes.dynamic",
            "kubernetes.config", "jsonschema", "yaml", "ansible_collections.metal3.baremetal.plugins.action.*"]
+# The actions a role asks to be requeued with, matched by the name written in the task as the Ansible Operator
+# matches them (its controller's reconcile.go): operator_sdk.util's, or the collection's called by its short name.
 REQUEUE_ACTIONS = {"requeue_after", "operator_sdk.util.requeue_after"}
+# ansible-runner calls every plugin installed beside it for each event; the Ansible Operator's http plugin, there
+# for the tests that run the real one, posts nowhere here (and would log that for each event).
+ansible_runner.plugins.pop("http", None)
 
 
 @dataclass
@@ -54,29 +60,23 @@ class Result:
     ok: bool
     failures: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    # Seconds, when a task asked to be requeued; 0 or less: asked, but for no requeue (the object's finalizer
+    # stays all the same), as under the Ansible Operator.
     requeue_after: float | None = None
 
     def message(self) -> str:
         return "\n".join(self.failures)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds >= 0 else None
-
-
 class Events:
-    """What a reconcile learns from its run's events: stats, failures, and when to look again."""
+    """What a reconcile learns from its run's events: stats, failures, and when to look again - a task of action
+    ``requeue_after`` returning ``period`` (a Go duration), read as the Ansible Operator reads it; the first one
+    counts."""
 
     def __init__(self) -> None:
         self.stats: dict[str, Any] | None = None
         self.failures: list[str] = []
-        self.requeue: list[float] = []
+        self.requeue: float | None = None
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event")
@@ -87,16 +87,11 @@ class Events:
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             self.failures.append(str(res.get("msg") or f"task {data.get('task', '?')} failed"))
             return True  # kept on disk, for whoever debugs it
-        elif kind == "runner_on_ok":
-            if data.get("task_action") in REQUEUE_ACTIONS:
-                self.requeue.append(_number(res.get("period")) or 0.0)
-            # The collection's reconcile modules say it themselves; roles may publish *_requeue_after facts.
-            if _number(res.get("requeue_after")) is not None:
-                self.requeue.append(_number(res["requeue_after"]))  # type: ignore[arg-type]
-            for name, value in (res.get("ansible_facts") or {}).items():
-                seconds = _number(value) if name.endswith("requeue_after") else None
-                if seconds is not None:
-                    self.requeue.append(seconds)
+        elif kind == "runner_on_ok" and data.get("task_action") in REQUEUE_ACTIONS and self.requeue is None:
+            try:
+                self.requeue = parse_duration(res.get("period"), "requeue_after: period")
+            except WatchesError as e:
+                self.failures.append(str(e))
         return False
 
     def counts(self) -> dict[str, int]:
@@ -151,7 +146,8 @@ class Runner:
                                                                        watch.finalizer.playbook) else watch
         if target.playbook:
             return target.playbook
-        path = self.dir / "playbooks" / f"{target.role}.yml"
+        # A role found by its path (not a collection's) is applied by that path.
+        path = self.dir / "playbooks" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', str(target.role))}.yml"
         with self._lock:
             if not path.exists():
                 path.parent.mkdir(exist_ok=True)
@@ -193,8 +189,8 @@ class Runner:
             rotate_artifacts=max_artifacts or watch.max_runner_artifacts, cancel_callback=cancel,
             settings={"suppress_ansible_output": True})
         counts = events.counts()
-        if runner.status == "successful" and events.stats is not None:
-            return Result(True, [], counts, min(events.requeue) if events.requeue else None)
+        if runner.status == "successful" and events.stats is not None and not events.failures:
+            return Result(True, [], counts, events.requeue)
         failures = events.failures
         if events.stats is None:
             failures = failures or [f"did not receive playbook_on_stats event ({_stdout_tail(runner)})"]

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator
 import pytest
 from kubernetes import client
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from tests.harness.cluster import KubeCluster
 from tests.harness.operator_process import Operator
 
@@ -27,6 +28,14 @@ def operators(kube_cluster: KubeCluster, kube_namespace: str, tmp_path: Path) ->
     for operator in started:
         operator.stop()
         print(f"--- {operator.log.name}\n{operator.tail(60)}")
+
+
+@pytest.fixture
+def ironic_client(ironic: Any, monkeypatch: pytest.MonkeyPatch) -> Ironic:
+    """A client of the harness's Ironic, for what the tests check there."""
+    for key, value in ironic.env.items():
+        monkeypatch.setenv(key, value)
+    return Ironic(IronicOptions(cloud=ironic.cloud))
 
 
 @pytest.fixture

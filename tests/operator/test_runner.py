@@ -43,6 +43,21 @@ def test_the_role_gets_the_cr_and_the_operator_its_stats_and_requeue(runner, tmp
         out.unlink()
 
 
+@pytest.mark.parametrize("period, requeue", [
+    ("1m30s", 90.0),  # a Go duration, as the Ansible Operator reads it
+    (12, 12.0),  # seconds, which the action writes 12s
+    ("0s", 0.0),  # asked, but for no requeue (an object being deleted keeps its finalizer)
+])
+def test_a_requeue_after_task_is_the_requeue(runner, period, requeue):
+    assert run(runner, probe_requeue=period).requeue_after == requeue
+
+
+def test_a_run_that_asks_nothing_is_not_requeued(runner):
+    cr = {**CR, "spec": {"size": 3}}
+    result = run(runner, cr=cr)
+    assert result.ok and result.requeue_after is None
+
+
 def test_a_run_has_the_verbosity_it_is_given(runner, tmp_path):
     out = tmp_path / "out.json"
     assert runner.run(WATCH, CR, {**extra_vars(WATCH, CR), "probe_out": str(out)}, verbosity=3).ok
@@ -101,3 +116,10 @@ def test_mark_unsafe_keeps_cr_fields_from_being_templated(runner, tmp_path):
                         (WATCH, "42")):
         assert run(runner, cr=cr, watch=watch, probe_out=str(out)).ok
         assert str(json.loads(out.read_text())["size"]) == size
+
+
+def test_a_role_found_by_its_path_runs_from_that_path(runner, tmp_path):
+    out = tmp_path / "out.json"
+    by_path = Watch("example.com", "v1", "Probe", role=str(FIXTURES / "roles" / "probe"))
+    assert run(runner, watch=by_path, probe_out=str(out)).ok
+    assert json.loads(out.read_text())["size"] == 3

@@ -1,0 +1,77 @@
+#!/usr/bin/python
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: requeue_after
+short_description: Ask the operator running the role to reconcile the object again after a while
+version_added: 0.2.0
+author: Metal3 community (@metal3-io)
+description:
+  - Returns O(time) as C(period), in the form both the Ansible Operator and the collection's operator read. Each
+    of them reconciles the object again after that period when a task of action C(requeue_after) (or
+    C(operator_sdk.util.requeue_after)) returns C(period); this is the same interface as
+    C(operator_sdk.util.requeue_after).
+  - Both operators match the action by the name written in the task, so call it by its short name,
+    C(requeue_after), from a role whose C(meta/main.yml) lists C(metal3.baremetal) under C(collections). The
+    Ansible Operator runs a role by its path, not as a role of the collection, and would not find it otherwise.
+  - The Ansible Operator ends the reconcile at this task, before it would remove the finalizer of an object being
+    deleted, and does not mark the run C(Successful); make it the role's last task. A period of 0 or less asks
+    for no requeue at all, as under the Ansible Operator.
+  - Under C(ansible-playbook) it only returns C(period).
+extends_documentation_fragment:
+  - metal3.baremetal.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  time:
+    description:
+      - How long to wait, as a Go duration (C(30s), C(5m), C(1h30m), C(500ms)) or a number of seconds (C(10),
+        C(0.5)), which becomes C(10s), C(0.5s).
+    type: raw
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Look at the object again in 30 seconds
+  requeue_after:  # noqa: fqcn[action] - the operators match the action's short name
+    time: 30s
+
+- name: When the reconcile module says so
+  requeue_after:  # noqa: fqcn[action]
+    time: "{{ reconciled.requeue_after }}"
+  when: reconciled.requeue_after is not none
+"""
+
+RETURN = r"""
+period:
+  description: The period, as a Go duration.
+  returned: always
+  type: str
+  sample: 30s
+"""
+
+from typing import Any
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
+from ansible_collections.metal3.baremetal.plugins.module_utils.duration import go_duration
+from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
+
+
+def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    return {"changed": False, "period": go_duration(params["time"], "time")}
+
+
+SPEC = ModuleSpec(argument_spec={"time": {"type": "raw", "required": True}}, run=run)
+
+
+def main() -> None:
+    run_module(SPEC)
+
+
+if __name__ == "__main__":
+    main()
