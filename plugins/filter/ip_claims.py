@@ -51,7 +51,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.requesters import expand, requesters_from_survey
 
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_meta_data
 
 

@@ -63,7 +63,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_network_data
 
 

@@ -10,8 +10,8 @@ from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, merge_patch
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, merge_patch
 
 # The store: documented once in the metal3.baremetal.store doc fragment. Option names and
 # K8S_AUTH_* fallbacks are kubernetes.core's, so AWX's Kubernetes credential works unchanged.

@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, StoreError
 
 Run = Callable[[dict[str, Any], bool], dict[str, Any]]
 

@@ -11,10 +11,8 @@ import copy
 from typing import Any, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, NotFound, UnknownKind
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, NotFound, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     check_name,
@@ -25,7 +23,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     require_identity,
     without_server_fields,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import parse_selector
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 try:
     import yaml

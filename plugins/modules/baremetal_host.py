@@ -141,7 +141,9 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API,
     KIND,
@@ -151,8 +153,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import find
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 WAIT_TARGETS = (*(s for s in STATES if s), "settled", "deleted")
 

@@ -157,6 +157,8 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
     SELECTION_OPTIONS,
@@ -166,8 +168,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims impor
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import parse_ip
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

@@ -127,15 +127,15 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.args import (
     validate_definition,
     with_store,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     ALLOWED_NAMESPACES_ANNOTATION,
     IPAM_API,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import pool_absent, pool_present
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

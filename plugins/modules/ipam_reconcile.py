@@ -82,6 +82,8 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     CAPI_IPAM_API,
     IPAM_API,
@@ -90,8 +92,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 API = {"IPPool": IPAM_API, "IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
 # How long a claim with no pool, or a pool with allocations left, waits before looking again.

@@ -86,8 +86,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
     MachineSet,
     ensure_machines,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

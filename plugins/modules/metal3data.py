@@ -76,9 +76,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module im
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data, reconcile_data_claim
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

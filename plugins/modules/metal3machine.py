@@ -132,10 +132,10 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import parse_selector
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

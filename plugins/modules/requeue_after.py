@@ -58,7 +58,7 @@ period:
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.duration import go_duration
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.duration import go_duration
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
 

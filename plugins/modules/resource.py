@@ -131,6 +131,7 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import (
     apply,
@@ -138,7 +139,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.resources import 
     complete,
     load_definitions,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:

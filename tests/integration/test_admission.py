@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from tests.integration.playbook_runs import ansible_playbook
 
 API = "metal3.io/v1alpha1"

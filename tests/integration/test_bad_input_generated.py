@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import MAX_OBJECT_BYTES
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import apply, complete, load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import MAX_OBJECT_BYTES
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
 from tests.integration.crd_schemas import SCHEMAS, set_path, shown, walk
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.harness.ironic import RedfishEmulator, free_port
 
 BMC_PASSWORD = "Bmc-pa55word-9c1e"

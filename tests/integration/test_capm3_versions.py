@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.conversion import ANNOTATION, convert
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.unit.module_utils.api.test_conversion import EXACT
 from tests.unit.module_utils.templating import test_network_data_fidelity as fidelity
 from tests.unit.module_utils.templating import test_render as rendering

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     CAPI_IPAM_API,
     EXHAUSTED,
@@ -12,7 +13,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_claim,
     reconcile_ip_pool,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import remove_finalizer
 
 

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     ADDRESS_ANNOTATION,
     IPAM_API,
@@ -27,7 +28,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
 
 
 class Crash(BaseException):

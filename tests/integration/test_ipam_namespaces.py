@@ -12,7 +12,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     ALLOWED_NAMESPACES_ANNOTATION,
     IPAM_API,
@@ -22,7 +23,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.modules import ip_claim, ip_pool
 
 

@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     EXHAUSTED,
     IPAM_API,
     reconcile_ip_claim,
     reconcile_ip_pool,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.integration.playbook_runs import PLAYBOOKS, REPO
 
 # processes x claims each, per backend: the local file takes the 16 x 25; the apiserver a lighter load.

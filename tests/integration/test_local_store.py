@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore, resolve_path
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 COUNTER = Ref("v1", "ConfigMap", "counter", "race")
 

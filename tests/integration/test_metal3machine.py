@@ -14,11 +14,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
     converge,
     ensure_machines,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref, secret_values
 from tests.integration.playbook_runs import REPO
 
 DEMO = REPO / "playbooks" / "files" / "demo"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.harness.ironic import free_port
 from tests.integration.playbook_runs import Run, ansible_playbook
 

@@ -14,8 +14,8 @@ import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import CAPI_API, CLUSTER_NAME_LABEL
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import SET_LABEL
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 from tests.harness.ironic import free_port
 from tests.integration.playbook_runs import REPO, ansible_playbook
 

@@ -16,7 +16,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data, reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 
 SECRET = "v1"
 

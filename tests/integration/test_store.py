@@ -9,7 +9,7 @@ import copy
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     BadRequest,
     Conflict,
@@ -17,7 +17,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
     NotFound,
     UnknownKind,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from tests.conftest import eventually
 
 POOL_API = "ipam.metal3.io/v1alpha1"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import MAX_OBJECT_BYTES, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import MAX_OBJECT_BYTES, Ref
 from tests.integration.crd_schemas import SCHEMAS, set_path, shown, walk
 
 TRAVERSALS = ["../../other/secrets/prod-bmc", "..", "a/b", "a%2Fb", "UPPER", "x" * 254]
@@ -107,7 +107,7 @@ def test_an_object_larger_than_an_api_server_stores_is_refused_on_both_backends(
 
 def test_host_and_api_key_given_on_a_task_win_over_the_kubeconfig(kube_cluster):
     """A kubeconfig's token refresh rewrites host and token before each request: the task's own must stay."""
-    from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Forbidden, Unavailable
+    from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Forbidden, Unavailable
     from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 
     with pytest.raises(Unavailable, match="cannot reach the Kubernetes API at https://127.0.0.1:9"):
@@ -117,7 +117,7 @@ def test_host_and_api_key_given_on_a_task_win_over_the_kubeconfig(kube_cluster):
 
 
 def test_a_corrupted_local_store_is_unavailable_whichever_page_is_hit(tmp_path):
-    from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Unavailable
+    from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
     from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
     path = tmp_path / "store.db"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from tests.integration.playbook_runs import ansible_playbook
 from tests.unit.module_utils.test_resources import laughs
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, merge_patch
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import cluster_scoped, load_definitions
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref, merge_patch
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 TEMPLATES = sorted((REPO / "tests" / "fixtures" / "upstream-templates").glob("*.yaml"))

@@ -38,8 +38,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Iterator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, split_api_version
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, split_api_version
 
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
 CONVERTED_GROUPS = frozenset({INFRA_GROUP})  # the groups whose versions differ and convert here

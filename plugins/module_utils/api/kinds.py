@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import UnknownKind
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import split_api_version
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import split_api_version
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,14 @@ from functools import cache
 from typing import Any, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     PATH_SEGMENT_NAMED,
     dns_label_problem,
     name_problem,
     split_api_version,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import (
     validate_label_key,
     validate_labels,
 )

@@ -13,9 +13,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CLUSTER_NAME_LABEL,
     INFRA_API,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,

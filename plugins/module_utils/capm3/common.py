@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
 INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPI_API = "cluster.x-k8s.io/v1beta1"

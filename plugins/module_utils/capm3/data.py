@@ -26,7 +26,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     owner_named,
     owner_reference,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, controlled_by
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
@@ -36,11 +43,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims impor
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import dump_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, controlled_by
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
-    retry_on_conflict,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import (
     normalize_template_spec,

@@ -34,7 +34,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataStep,
     reconcile_data_claim,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound, NotHeld
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    Object,
+    Ref,
+    controlled_by,
+    secret_values,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
@@ -52,16 +59,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim impor
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
-    Object,
-    Ref,
-    controlled_by,
-    secret_values,
-)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
-    retry_on_conflict,
     set_condition,
 )
 
@@ -384,7 +384,7 @@ class _Flow:
 
         try:
             host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
-        except Conflict:
+        except NotHeld:
             return ""  # no longer ours
         state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
         if state not in RELEASED_STATES:
@@ -403,7 +403,7 @@ class _Flow:
                 host["spec"].pop("consumerRef", None)
             host["metadata"]["labels"] = labels
 
-        with contextlib.suppress(Conflict):
+        with contextlib.suppress(NotHeld):
             update_claimed_host(self.store, host_ref, self.consumer, release, self.dry_run)
         self.changed = True
         return ""

@@ -29,18 +29,18 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine imp
     MachineStep,
     reconcile_metal3machine,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Invalid, NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
-from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     check_name,
     check_namespace,
     dns_label_problem,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 SET_LABEL = "metal3.baremetal/machine-set"  # which set (control plane, deployment) a Machine belongs to
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"

@@ -14,10 +14,12 @@ import re
 import string
 from typing import Any, Iterator
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import SCHEMES, Driver, driver_for
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object
 
 QUALIFIED_KIND = "BareMetalHost.metal3.io"
 STATUS_ANNOTATION = "baremetalhost.metal3.io/status"
@@ -504,8 +506,6 @@ def _unknown_field(value: Any, shape: Any) -> str | None:
 
 def _status_shape() -> dict[str, Any]:
     """The fields of BareMetalHostStatus, from the CRD's status schema (hardware: HardwareDetails')."""
-    from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-
     def shape(node: dict[str, Any]) -> Any:
         if node.get("x-kubernetes-preserve-unknown-fields"):
             return None
@@ -519,3 +519,6 @@ def _status_shape() -> dict[str, Any]:
     schema = lookup("metal3.io/v1alpha1", "BareMetalHost").schema or {}
     status = shape(schema.get("properties", {}).get("status", {})) or {}
     return {**status, "hardware": _HARDWARE_DETAILS}
+
+
+admission.register("metal3.io", "BareMetalHost", admit_host)

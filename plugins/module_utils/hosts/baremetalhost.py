@@ -22,7 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Conflict, Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    BadRequest,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    Object,
+    Ref,
+    check_name,
+    now,
+    secret_values,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import driver_for
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import (
     VIRTUAL_MEDIA_BOOT,
@@ -33,13 +45,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
-    Object,
-    Ref,
-    check_name,
-    now,
-    secret_values,
-)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,

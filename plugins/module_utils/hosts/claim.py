@@ -16,7 +16,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    Conflict,
+    NotFound,
+    NotHeld,
+    TooManyConflicts,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff, retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import selector_from_match
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API,
     AVAILABLE,
@@ -25,14 +33,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     READY,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import selector_from_match
 
 FAILURE_DOMAIN_LABEL = "infrastructure.cluster.x-k8s.io/failure-domain"
 NODE_REUSE_LABEL = "infrastructure.cluster.x-k8s.io/node-reuse"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 UNHEALTHY_ANNOTATIONS = ("capm3.metal3.io/unhealthy", "capi.metal3.io/unhealthy")
-CLAIM_ATTEMPTS = 50
+# Each step lists again and picks at random among the hosts still free, so racing claimers spread out.
+CLAIM_BACKOFF = Backoff(steps=10)
 
 _random = random.SystemRandom()  # upstream picks with crypto/rand
 
@@ -135,10 +142,12 @@ def associate(store: Store, namespace: str, consumer: Consumer, selector: dict[s
               dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
     """Choose a host and claim it for ``consumer`` (consumerRef, ``labels``, the node-reuse label removed).
 
-    Idempotent: a consumer that holds a host gets it back. Losing a race (Conflict) means listing again.
+    Idempotent: a consumer that holds a host gets it back. Losing a race (Conflict) means listing again,
+    after a jittered pause.
     """
     label_selector = host_selector(selector)
-    for _attempt in range(CLAIM_ATTEMPTS):
+
+    def attempt() -> Selection:
         hosts = store.list(API, KIND, namespace, label_selector or None)
         selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick)
         if selection.host is None or consumer.holds(selection.host):
@@ -150,24 +159,27 @@ def associate(store: Store, namespace: str, consumer: Consumer, selector: dict[s
         host["metadata"]["labels"] = host_labels
         try:
             return Selection(store.update(host, dry_run=dry_run), "claimed")
-        except (Conflict, NotFound):
-            continue  # someone changed the host since we listed it: list again
-    return Selection(None, f"could not claim a host after {CLAIM_ATTEMPTS} attempts", wait=True)
+        except NotFound:  # deleted since we listed it: as for a host someone else changed, list again
+            raise Conflict(f"{Ref.of(host)} was deleted while being claimed") from None
+
+    try:
+        return retry_on_conflict(attempt, CLAIM_BACKOFF)
+    except TooManyConflicts:
+        return Selection(None, f"could not claim a host in {CLAIM_BACKOFF.steps} attempts: others keep "
+                               "taking the chosen ones", wait=True)
 
 
 def update_claimed_host(store: Store, ref: Ref, consumer: Consumer, change: Callable[[Object], None],
                         dry_run: bool = False) -> Object:
-    """Apply ``change`` to a host ``consumer`` holds, resourceVersion-checked; Conflict if it is not ours."""
-    for _attempt in range(CLAIM_ATTEMPTS):
+    """Apply ``change`` to a host ``consumer`` holds, resourceVersion-checked; NotHeld if it is not ours."""
+    def write() -> Object:
         host = store.get(ref)
         if not consumer.holds(host):
-            raise Conflict(f"{ref} is not held by {consumer.kind} {consumer.namespace}/{consumer.name}")
+            raise NotHeld(f"{ref} is not held by {consumer.kind} {consumer.namespace}/{consumer.name}")
         changed = copy.deepcopy(host)
         change(changed)
         if changed == host:
             return host
-        try:
-            return store.update(changed, dry_run=dry_run)
-        except Conflict:
-            continue
-    raise Conflict(f"{ref}: changed too often while being updated")
+        return store.update(changed, dry_run=dry_run)
+
+    return retry_on_conflict(write)

@@ -19,15 +19,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now, owner_uids
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     remove_finalizer,
-    retry_on_conflict,
     set_condition,
 )
 
@@ -816,3 +817,6 @@ def admit_ip_pool(store: Store, new: Object, old: Object | None) -> None:
         return
     allocated = [a["spec"]["address"] for a in _pool_addresses(store, old)]
     check_update(old, new, allocated)
+
+
+admission.register("ipam.metal3.io", "IPPool", admit_ip_pool)

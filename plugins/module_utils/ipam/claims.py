@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     ADDRESS_ANNOTATION,
     CLAIM_FINALIZER,
@@ -22,7 +23,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import ensure_absent, ensure_present
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
 
 # Module option → the label that chooses a pool (ELF's names).
 SELECTION_OPTIONS = {"ip_pool_name": POOL_NAME_LABEL, "ip_pool_namespace": POOL_NAMESPACE_LABEL,

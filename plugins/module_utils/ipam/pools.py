@@ -14,8 +14,8 @@ from typing import Any, Iterable, Iterator, Union
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import DNS_SUBDOMAIN, SUBDOMAIN_RULE
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import DNS_SUBDOMAIN, SUBDOMAIN_RULE
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]  # noqa: UP007 - a runtime alias
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - a runtime alias

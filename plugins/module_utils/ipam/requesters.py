@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import NETWORK_NAME_LABEL
 
 OWNER_LABEL = "cluster.x-k8s.io/ip-owner-name"

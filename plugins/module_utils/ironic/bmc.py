@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 
 HIDDEN = "******"
 SECRET_KEYS = ("ipmi_password", "redfish_password", "ipmi_username", "redfish_username")

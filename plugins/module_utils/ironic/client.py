@@ -16,7 +16,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Unavailable
 
 # Ironic provision states in which a node is busy with inspect, clean, deploy or undeploy: what
 # upstream's PROVISIONING_LIMIT counts (ironic.go HasCapacity).

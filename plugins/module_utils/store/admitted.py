@@ -17,14 +17,15 @@ import copy
 from typing import Any, Callable, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit, rule_for
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     merge_patch,
     require_identity,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 MAX_ATTEMPTS = 50  # re-admissions of an unpinned write whose object keeps changing underneath it
 
@@ -116,9 +117,6 @@ def _version(obj: Object) -> str:
 
 
 def _has_status_subresource(obj: Object) -> bool:
-    from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-    from ansible_collections.metal3.baremetal.plugins.module_utils.errors import UnknownKind
-
     try:
         return lookup(str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")).status_subresource
     except UnknownKind:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Iterable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 
 
 class Store(ABC):

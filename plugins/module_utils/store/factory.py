@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 

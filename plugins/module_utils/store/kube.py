@@ -15,7 +15,8 @@ import os
 import time
 from typing import Any, Iterable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import selector as sel
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     BadRequest,
     Conflict,
@@ -26,9 +27,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
     Unavailable,
     UnknownKind,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store import selector as sel
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     MAX_OBJECT_BYTES,
     Object,
     Ref,
@@ -38,6 +37,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     checked_ref,
     require_identity,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 try:
     import urllib3

@@ -29,7 +29,8 @@ from typing import Iterable, Iterator
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.conversion import convert
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import selector as sel
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     BadRequest,
     Conflict,
@@ -37,9 +38,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.errors import (
     NotFound,
     Unavailable,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.store import selector as sel
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     check_namespace,
@@ -52,6 +51,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects imp
     owner_uids,
     require_identity,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 DEFAULT_PATH = "~/.local/share/metal3-baremetal/store.db"
 BUSY_TIMEOUT_SECONDS = 120.0

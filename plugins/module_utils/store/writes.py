@@ -1,26 +1,17 @@
 # Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
-"""Read-modify-write helpers every reconcile uses: retries on Conflict, finalizers, conditions.
+"""Read-modify-write helpers every reconcile uses: finalizers, conditions.
 
-The store's resourceVersion check makes each write safe; these only retry it.
+The store's resourceVersion check makes each write safe; these only retry it (core/retry.py).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Object, Ref, now
-
-
-def retry_on_conflict(write: Callable[[], Object], attempts: int = 50) -> Object:
-    """Run a read-modify-write until it lands."""
-    for _attempt in range(attempts - 1):
-        try:
-            return write()
-        except Conflict:
-            continue
-    return write()
 
 
 def ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = False) -> Object:

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 
 Addresses = dict[str, dict[str, Any]]
 """Pool name -> the address claimed from it: ``address``, ``prefix``, ``gateway`` (or None), ``dnsServers``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, validate_definition
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
 
 POOL = {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "p", "namespace": "ns"}}
 

@@ -6,7 +6,7 @@ import resource
 import pytest
 import yaml
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import (
     MAX_EXPANDED_NODES,
     load_definitions,

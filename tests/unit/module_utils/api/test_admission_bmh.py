@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit, rule_for
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission import (
     BMCAddressError,
     admit_host,
@@ -21,7 +22,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission i
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 API = "metal3.io/v1alpha1"
 MAC = "01:02:03:04:05:06"

@@ -18,7 +18,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api.conversion im
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid, UnknownKind
 
 V1 = "infrastructure.cluster.x-k8s.io/v1beta1"
 V2 = "infrastructure.cluster.x-k8s.io/v1beta2"

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid, UnknownKind
 
 SCHEMA = {
     "type": "object",

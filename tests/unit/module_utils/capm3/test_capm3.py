@@ -11,8 +11,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine imp
     reconcile_metal3machine,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 NS = "ns"
 

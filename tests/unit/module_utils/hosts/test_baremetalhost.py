@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 # image, boot mode → instance_info (upstream's mapping of BMH image fields)
 INSTANCE_INFO = [

@@ -108,7 +108,7 @@ def test_updates_to_a_host_that_is_no_longer_ours_are_refused(store):
     assert c.associate(store, "ns", ME).host
     ref = c.Ref("metal3.io/v1alpha1", "BareMetalHost", "a", "ns")
     store.patch(ref, {"spec": {"consumerRef": OTHER}})
-    with pytest.raises(c.Conflict, match="not held by Metal3Machine ns/m3m-0"):
+    with pytest.raises(c.NotHeld, match="not held by Metal3Machine ns/m3m-0"):
         c.update_claimed_host(store, ref, ME, lambda host: host["spec"].update(online=True))
 
 

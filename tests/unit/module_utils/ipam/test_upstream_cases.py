@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     CAPI_IPAM_API,
     CLAIM_LABEL,
@@ -36,7 +37,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import address_name, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref
 
 NS = "myns"
 POOL = "abc"

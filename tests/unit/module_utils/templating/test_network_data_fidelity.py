@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating import render as r
 
 ADDRESSES = {"mgmt": {"address": "192.168.11.10", "prefix": 24, "gateway": "192.168.11.1",

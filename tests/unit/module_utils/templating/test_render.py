@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating import render as r
 
 ADDRESSES = {

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.selector import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import (
     parse_selector,
     selector_from_match,
 )

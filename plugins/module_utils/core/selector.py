@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import DNS_SUBDOMAIN
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import DNS_SUBDOMAIN
 
 # Operators, as apimachinery's selection.Operator names them.
 EXISTS = "exists"

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.duration import go_duration, parse
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.duration import go_duration, parse
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.modules.requeue_after import SPEC
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
 

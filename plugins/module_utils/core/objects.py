@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import BadRequest, Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
 
 Object = dict[str, Any]
 

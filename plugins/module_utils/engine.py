@@ -1,0 +1,24 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The engine's entry point: a store with every domain's admission rules in force.
+
+The store layer cannot know the domains above it, so the rules upstream runs as validating webhooks are
+registered by the domain packages that own them (api/admission.py's registry), and this module, above them all,
+imports those packages before opening a store. Modules, the operator and tools open their store here.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+# Imported for their admission.register(...) calls: BareMetalHost's and IPPool's rules.
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission  # noqa: F401
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation  # noqa: F401
+from ansible_collections.metal3.baremetal.plugins.module_utils.store import factory
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+
+BACKENDS = factory.BACKENDS
+
+
+def open_store(options: Mapping[str, Any] | None = None) -> Store:
+    """The store named by ``options`` (the keys of the store argument spec), its writes admitted."""
+    return factory.open_store(options)
