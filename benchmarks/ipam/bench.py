@@ -21,13 +21,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO)]
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (  # noqa: E402
     IPAM_API,
     reconcile_ip_claim,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object  # noqa: E402
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store  # noqa: E402
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref  # noqa: E402
 from benchmarks.report import machine, write_section  # noqa: E402
 
 NAMESPACE = "bench"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "build" / "collections"))
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.errors import AlreadyExists  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref  # noqa: E402
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore  # noqa: E402
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.objects import Ref  # noqa: E402
 
 NS = "molecule"
 INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
