@@ -51,7 +51,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.requesters import expand, requesters_from_survey
 
 
@@ -83,7 +83,7 @@ def ip_claims(requesters: list[dict[str, Any]], namespace: str = "default", name
     _check_arguments(requesters, namespace, names, networks, pool)
     try:
         return expand([*(requesters or []), *requesters_from_survey(names, networks, pool)], namespace)
-    except StoreError as e:
+    except Metal3Error as e:
         raise AnsibleFilterError(str(e)) from None
 
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_meta_data
 
 
@@ -63,7 +63,7 @@ def meta_data(meta_data_spec: dict[str, Any], index: int, objects: dict[str, Any
     # Values go to the renderer as given (None is "not set"): it names the argument or field of a bad one.
     try:
         return render_meta_data(meta_data_spec, index, objects, addresses, namespace)
-    except StoreError as e:
+    except Metal3Error as e:
         raise AnsibleFilterError(str(e)) from None
 
 

@@ -63,7 +63,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_network_data
 
 
@@ -72,7 +72,7 @@ def network_data(network_data_spec: dict[str, Any], addresses: dict[str, Any],
     # Values go to the renderer as given (None is "not set"): it names the argument or field of a bad one.
     try:
         return render_network_data(network_data_spec, addresses, host)
-    except StoreError as e:
+    except Metal3Error as e:
         raise AnsibleFilterError(str(e)) from None
 
 

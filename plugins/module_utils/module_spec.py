@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, Metal3Error
 
 Run = Callable[[dict[str, Any], bool], dict[str, Any]]
 
@@ -37,7 +37,7 @@ def execute(spec: ModuleSpec, params: dict[str, Any], check_mode: bool) -> dict[
     try:
         check_minimums(spec.minimums, params)
         result = spec.run(params, check_mode)
-    except StoreError as e:
+    except Metal3Error as e:
         return {"failed": True, "changed": False, "msg": str(e), "reason": e.reason}
     except Exception as e:  # a bug: say so plainly, keep the traceback for -vvv
         return {"failed": True, "changed": False, "msg": f"internal error: {type(e).__name__}: {e}",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import MAX_OBJECT_BYTES
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import apply, complete, load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
@@ -193,7 +193,7 @@ def test_every_generated_manifest_fails_naming_the_field_and_changes_nothing_on_
             try:
                 apply_manifest(store, build(case))
                 failures.append(f"{case}: accepted")
-            except StoreError as e:
+            except Metal3Error as e:
                 if not named(case.field, str(e)):
                     failures.append(f"{case}: {e}")
             except Exception as e:  # noqa: BLE001 - what would reach a user as a traceback
@@ -219,7 +219,7 @@ def test_a_sample_of_the_generated_manifests_fails_the_same_way_on_the_cluster(k
                            for o in load_definitions(manifest)]
                 apply(store, objects, "present")
                 failures.append(f"{case}: accepted")
-            except StoreError as e:
+            except Metal3Error as e:
                 if not named_by_the_cluster(case.field, str(e)):
                     failures.append(f"{case}: {e}")
             except Exception as e:  # noqa: BLE001
