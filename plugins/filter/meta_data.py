@@ -27,7 +27,10 @@ options:
     type: dict
     required: true
   addresses:
-    description: Pool name to C({address, prefix, gateway, dnsServers}).
+    description:
+      - Pool name to the address claimed from it, C({address, prefix, gateway, dns_servers}) - a registered
+        M(metal3.baremetal.ip_claim) result as it is (its other keys are ignored).
+      - C(dnsServers), the IPAddress spec's spelling, is read for C(dns_servers) too.
     type: dict
     required: true
   namespace:

@@ -32,7 +32,10 @@ options:
     type: dict
     required: true
   addresses:
-    description: Pool name to C({address, prefix, gateway, dnsServers}), as M(metal3.baremetal.ip_claim) returns.
+    description:
+      - Pool name to the address claimed from it, C({address, prefix, gateway, dns_servers}) - a registered
+        M(metal3.baremetal.ip_claim) result as it is (its other keys are ignored).
+      - C(dnsServers), the IPAddress spec's spelling, is read for C(dns_servers) too.
     type: dict
     required: true
   host:
@@ -49,8 +52,21 @@ EXAMPLES = r"""
     mode: "0644"
     content: >-
       {{ template.spec.networkData | metal3.baremetal.network_data(
-           {'mgmt': {'address': '192.168.11.10', 'prefix': 24, 'gateway': '192.168.11.1', 'dnsServers': []}},
+           {'mgmt': {'address': '192.168.11.10', 'prefix': 24, 'gateway': '192.168.11.1', 'dns_servers': []}},
            host) | to_nice_json }}
+
+- name: Claim the address of a node, then render its network_data.json with it
+  metal3.baremetal.ip_claim:
+    name: node-0-mgmt
+    namespace: metal3
+    pool: mgmt
+  register: mgmt
+
+- name: network_data.json with the claimed address, gateway and DNS servers of pool mgmt
+  ansible.builtin.copy:
+    dest: /tmp/network_data.json
+    mode: "0644"
+    content: "{{ template.spec.networkData | metal3.baremetal.network_data({'mgmt': mgmt}, host) | to_nice_json }}"
 """
 
 RETURN = r"""

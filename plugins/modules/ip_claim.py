@@ -134,7 +134,10 @@ gateway:
   type: str
   sample: 192.168.111.1
 dns_servers:
-  description: DNS servers of the address's network.
+  description:
+    - DNS servers of the address's network.
+    - The result as a whole is the address record the P(metal3.baremetal.network_data#filter) and
+      P(metal3.baremetal.meta_data#filter) filters read, given as the value of its pool's name.
   returned: always
   type: list
   elements: str

@@ -76,7 +76,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         step = reconcile_metal3cluster(store, Ref(INFRA_API, "Metal3Cluster", params["name"], params["namespace"]),
                                        check_mode)
     return {"changed": step.changed, "ready": step.ready, "requeue_after": step.requeue_after,
-            "message": step.message, "cluster": step.cluster or {}}
+            "message": step.message, "cluster": step.obj or {}}
 
 
 SPEC = ModuleSpec(

@@ -149,7 +149,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
                               check_mode, params["strict_failure_domain"], name=params["name"],
                               fast_track=params["fast_track"])
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
-                              "machines": [s.summary() for s in steps if s.machine is not None]}
+                              "machines": [s.summary() for s in steps if s.obj is not None]}
     if wait_for and not reached:
         late = [s for s in steps if not s.ready]
         result.update(failed=True, msg="; ".join(f"Metal3Machine {s.summary()['namespace']}/{s.summary()['name']} "

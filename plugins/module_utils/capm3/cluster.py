@@ -14,7 +14,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     INFRA_API,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
@@ -28,25 +29,23 @@ WAIT = 5.0
 
 
 @dataclass
-class ClusterStep:
-    cluster: Object | None
+class ClusterResult(Result):
+    """What a reconcile of a Metal3Cluster came to; ``ready`` once it is provisioned."""
+
     ready: bool = False
-    requeue_after: float | None = None
-    message: str = ""
-    changed: bool = False
 
 
-def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> ClusterStep:
+def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> ClusterResult:
     try:
         cluster = store.get(ref)
     except NotFound:
-        return ClusterStep(None, message="gone")
+        return ClusterResult(None, message="gone")
     if cluster["metadata"].get("deletionTimestamp"):
         machines = store.list(INFRA_API, "Metal3Machine", ref.namespace, f"{CLUSTER_NAME_LABEL}={ref.name}")
         if machines:
-            return ClusterStep(cluster, False, WAIT, f"waiting for {len(machines)} Metal3Machines to go")
+            return ClusterResult(cluster, False, WAIT, f"waiting for {len(machines)} Metal3Machines to go")
         remove_finalizer(store, ref, CLUSTER_FINALIZER, dry_run)
-        return ClusterStep(None, message="deleted", changed=True)
+        return ClusterResult(None, True, message="deleted")
     before = cluster
     cluster = ensure_finalizer(store, ref, CLUSTER_FINALIZER, dry_run)
     spec = cluster.get("spec") or {}
@@ -62,5 +61,5 @@ def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> Cl
                                          "" if ready else "spec.controlPlaneEndpoint: host and port are required")
     if status != cluster.get("status"):
         cluster = store.update_status({**cluster, "status": status}, dry_run=dry_run)
-    return ClusterStep(cluster, ready, None, "ready" if ready else "no control-plane endpoint",
-                       cluster != before)
+    return ClusterResult(cluster, cluster != before, None, "ready" if ready else "no control-plane endpoint",
+                         ready=ready)

@@ -4,10 +4,11 @@
 
 A claim gets the Metal3Data with the lowest free index of its template, named
 ``<template>-<index>``: two claimers racing for one index collide on create and the
-loser takes the next. A Metal3Data claims one address per pool its template names
-(IPClaim ``<data>-<pool>``, through the IPAM engine), renders meta_data and
-network_data, and writes them to the secrets ``<metal3machine>-metadata`` and
-``<metal3machine>-networkdata``, which are never rendered again once they exist.
+loser takes the next; the Metal3Data of a template are listed by a label naming it.
+A Metal3Data claims one address per pool its template names (IPClaim ``<data>-<pool>``,
+through the IPAM engine), renders meta_data and network_data, and writes them to the
+secrets ``<metal3machine>-metadata`` and ``<metal3machine>-networkdata``, which are
+never rendered again once they exist.
 """
 from __future__ import annotations
 
@@ -26,20 +27,23 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     owner_named,
     owner_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     Conflict,
     Invalid,
     NotFound,
+    TooManyConflicts,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, controlled_by
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff, retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
-from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API, label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
     claim_absent,
     claim_object,
-    claim_present,
+    ensure_claim,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import dump_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
@@ -56,19 +60,18 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render
 
 DATA_NAME_LABEL = "infrastructure.cluster.x-k8s.io/data-name"
 POOL_NAME_LABEL = "infrastructure.cluster.x-k8s.io/pool-name"
+# On a Metal3Data: the name of its template, so the data of one template are listed without the rest.
+TEMPLATE_LABEL = "metal3.baremetal/data-template"
 WAIT = 1.0
-INDEX_ATTEMPTS = 100  # an index taken by a racing claim is retried; this many races is a bug
+# Each step lists again and takes the lowest index still free, so racing claimers move on past each other.
+INDEX_BACKOFF = Backoff(steps=10)
 
 
 @dataclass
-class DataStep:
-    """What a reconcile of a Metal3DataClaim or Metal3Data came to."""
+class DataResult(Result):
+    """What a reconcile of a Metal3DataClaim or Metal3Data came to; ``ready`` once the data is rendered."""
 
-    obj: Object | None
     ready: bool = False
-    requeue_after: float | None = None
-    message: str = ""
-    changed: bool = False
 
 
 def template_spec(store: Store, namespace: str, name: str) -> dict[str, Any]:
@@ -77,18 +80,18 @@ def template_spec(store: Store, namespace: str, name: str) -> dict[str, Any]:
 
 # -- Metal3DataClaim ------------------------------------------------------------------------------------------
 
-def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
+def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
     try:
         claim = store.get(ref)
     except NotFound:
-        return DataStep(None, message="gone")
+        return DataResult(None, message="gone")
     if claim["metadata"].get("deletionTimestamp"):
         return _delete_claim(store, claim, dry_run)
     claim = ensure_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
     rendered = (claim.get("status") or {}).get("renderedData")
     if rendered:
         data = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
-        return DataStep(claim, data.ready, data.requeue_after, data.message, data.changed)
+        return DataResult(claim, data.changed, data.requeue_after, data.message, ready=data.ready)
     template = (claim.get("spec") or {}).get("template") or {}
     if not template.get("name"):
         return _claim_status(store, claim, None, "spec.template.name: Required value", dry_run, None)
@@ -98,39 +101,55 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataS
     except NotFound:
         return _claim_status(store, claim, None, f"Metal3DataTemplate {template_ns}/{template['name']} not found",
                              dry_run, WAIT * 5)
-    data = _create_data(store, claim, template["name"], template_ns, dry_run)
+    try:
+        data = _create_data(store, claim, template["name"], template_ns, dry_run)
+    except TooManyConflicts as e:
+        return DataResult(claim, False, WAIT, str(e))
     return _claim_status(store, claim, data, "", dry_run, 0.0)
 
 
 def _create_data(store: Store, claim: Object, template: str, template_ns: str, dry_run: bool) -> Object:
-    """The claim's Metal3Data: the one it already has, else a new one at the lowest free index."""
-    namespace = claim["metadata"]["namespace"]
+    """The claim's Metal3Data: the one it already has, else a new one at the lowest free index.
+
+    TooManyConflicts when racing claimers took every index tried."""
+    namespace, claim_name = claim["metadata"]["namespace"], claim["metadata"]["name"]
     owners = [owner_reference(claim, controller=True),
               *(r for r in claim["metadata"].get("ownerReferences") or [] if not r.get("controller"))]
-    for _attempt in range(INDEX_ATTEMPTS):
-        datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace) if _named(d, "template") == template]
+    labels = {k: v for k, v in (claim["metadata"].get("labels") or {}).items() if k.startswith("cluster.x-k8s.io/")}
+    labels[TEMPLATE_LABEL] = label_value(template)
+    taken: set[int] = set()  # indexes found taken on create: by data the list does not show (made unlabelled)
+
+    def attempt() -> Object:
+        datas = [d for d in store.list(INFRA_API, "Metal3Data", namespace, f"{TEMPLATE_LABEL}={labels[TEMPLATE_LABEL]}")
+                 if _named(d, "template") == template]
         for data in datas:  # created by an earlier step that did not get to write the claim's status
-            if _named(data, "claim") == claim["metadata"]["name"]:
+            if _named(data, "claim") == claim_name:
                 return data
-        used = {d["spec"].get("index") for d in datas}
+        used = taken | {d["spec"].get("index") for d in datas}
         index = next(i for i in range(len(used) + 1) if i not in used)
         data = {"apiVersion": INFRA_API, "kind": "Metal3Data",
                 "metadata": {"name": f"{template}-{index}", "namespace": namespace, "ownerReferences": owners,
-                             "finalizers": [DATA_FINALIZER],
-                             "labels": {k: v for k, v in (claim["metadata"].get("labels") or {}).items()
-                                        if k.startswith("cluster.x-k8s.io/")}},
+                             "finalizers": [DATA_FINALIZER], "labels": labels},
                 "spec": {"index": index, "template": {"name": template, "namespace": template_ns},
-                         "claim": {"name": claim["metadata"]["name"], "namespace": namespace}}}
+                         "claim": {"name": claim_name, "namespace": namespace}}}
         try:
             return store.create(data, dry_run=dry_run)
         except AlreadyExists:
-            continue  # another claim took this index first: take the next
-    raise Conflict(f"Metal3DataClaim {namespace}/{claim['metadata']['name']}: no free index of template {template} "
-                   f"after {INDEX_ATTEMPTS} attempts")
+            existing = store.get_if_exists(Ref.of(data))
+            if existing is not None and _named(existing, "claim") == claim_name:
+                return existing  # ours, made before data were labelled
+            taken.add(index)
+            raise Conflict(f"Metal3Data {namespace}/{template}-{index} was taken by another claim") from None
+
+    try:
+        return retry_on_conflict(attempt, INDEX_BACKOFF)
+    except TooManyConflicts:
+        raise TooManyConflicts(f"Metal3DataClaim {namespace}/{claim_name}: no free index of template {template} "
+                               f"in {INDEX_BACKOFF.steps} attempts: others keep taking them") from None
 
 
 def _claim_status(store: Store, claim: Object, data: Object | None, error: str, dry_run: bool,
-                  requeue: float | None) -> DataStep:
+                  requeue: float | None) -> DataResult:
     status: dict[str, Any] = {}
     if data is not None:
         status["renderedData"] = {"name": data["metadata"]["name"], "namespace": data["metadata"]["namespace"]}
@@ -138,10 +157,10 @@ def _claim_status(store: Store, claim: Object, data: Object | None, error: str, 
         status["errorMessage"] = error
     if (claim.get("status") or {}) != status:
         claim = store.update_status({**claim, "status": status}, dry_run=dry_run)
-    return DataStep(claim, False, requeue, error or "Metal3Data created", True)
+    return DataResult(claim, True, requeue, error or "Metal3Data created")
 
 
-def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataStep:
+def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataResult:
     ref = Ref.of(claim)
     rendered = (claim.get("status") or {}).get("renderedData")
     if rendered:
@@ -151,30 +170,30 @@ def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataStep:
                 store.delete(data_ref, dry_run=dry_run)
             step = reconcile_data(store, data_ref, dry_run)
             if step.obj is not None:
-                return DataStep(claim, False, WAIT, f"releasing {data_ref}", True)
+                return DataResult(claim, True, WAIT, f"releasing {data_ref}")
     remove_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
-    return DataStep(None, message="released", changed=True)
+    return DataResult(None, message="released", changed=True)
 
 
 # -- Metal3Data --------------------------------------------------------------------------------------------
 
-def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
+def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
     try:
         data = store.get(ref)
     except NotFound:
-        return DataStep(None, message="gone")
+        return DataResult(None, message="gone")
     if data["metadata"].get("deletionTimestamp"):
         return _delete_data(store, data, dry_run)
     if (data.get("status") or {}).get("ready"):
-        return DataStep(data, True)
+        return DataResult(data, ready=True)
     namespace = ref.namespace
     claim_name = _named(data, "claim")
     claim = store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", claim_name, namespace)) if claim_name else None
     if claim is None:
-        return DataStep(data, False, WAIT, "waiting for its Metal3DataClaim")
+        return DataResult(data, False, WAIT, "waiting for its Metal3DataClaim")
     objects = _objects(store, claim)
     if "metal3machine" not in objects or "baremetalhost" not in objects:
-        return DataStep(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
+        return DataResult(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
     m3m_name = objects["metal3machine"]["metadata"]["name"]
     names = {"metaData": f"{m3m_name}-metadata", "networkData": f"{m3m_name}-networkdata"}
     existing = {key: store.get_if_exists(Ref("v1", "Secret", name, namespace)) for key, name in names.items()}
@@ -191,11 +210,11 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataStep:
         if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
             rendered = {}
         else:
-            addresses = {}
+            addresses: dict[str, Address] = {}
             for pool in pool_names(spec, objects):
                 address = _address(store, data, pool, dry_run)
                 if address is None:
-                    return DataStep(data, False, WAIT, f"waiting for an address from IPPool {pool}")
+                    return DataResult(data, False, WAIT, f"waiting for an address from IPPool {pool}")
                 addresses[pool] = address
             rendered = {
                 "metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects, addresses,
@@ -245,29 +264,26 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
     return objects
 
 
-def _address(store: Store, data: Object, pool: str, dry_run: bool) -> dict[str, Any] | None:
+def _address(store: Store, data: Object, pool: str, dry_run: bool) -> Address | None:
     """The address of IPClaim ``<data>-<pool>``, made when missing; None while the pool has none yet."""
     namespace = data["metadata"]["namespace"]
     claim = claim_object(f"{data['metadata']['name']}-{pool}", namespace, pool, namespace,
                          {DATA_NAME_LABEL: data["metadata"]["name"], POOL_NAME_LABEL: pool})
     claim["metadata"]["ownerReferences"] = [owner_reference(data, controller=True)]
-    result = claim_present(store, claim, dry_run)
-    if result.get("failed"):
-        raise Invalid(f"IPPool {pool}: {result['msg']}")
-    if not result["allocated"]:
-        return None
-    return {"address": result["address"], "prefix": result["prefix"], "gateway": result["gateway"],
-            "dnsServers": result["dns_servers"]}
+    _outcome, allocation = ensure_claim(store, claim, dry_run)
+    if allocation.error:
+        raise Invalid(f"IPPool {pool}: {allocation.error}")
+    return Address.of(allocation.address) if allocation.address is not None else None
 
 
-def _data_status(store: Store, data: Object, ready: bool, error: str, dry_run: bool) -> DataStep:
+def _data_status(store: Store, data: Object, ready: bool, error: str, dry_run: bool) -> DataResult:
     status = {"ready": ready, **({"errorMessage": error} if error else {})}
     if (data.get("status") or {}) != status:
         data = store.update_status({**copy.deepcopy(data), "status": status}, dry_run=dry_run)
-    return DataStep(data, ready, None, error or "rendered", True)
+    return DataResult(data, True, None, error or "rendered", ready=ready)
 
 
-def _delete_data(store: Store, data: Object, dry_run: bool) -> DataStep:
+def _delete_data(store: Store, data: Object, dry_run: bool) -> DataResult:
     """Release the addresses (IPClaims <data>-<pool>), then let the data and its secrets go."""
     namespace = data["metadata"]["namespace"]
     for claim in store.list(IPAM_API, "IPClaim", namespace, f"{DATA_NAME_LABEL}={data['metadata']['name']}"):
@@ -281,5 +297,5 @@ def _delete_data(store: Store, data: Object, dry_run: bool) -> DataStep:
     try:
         remove_finalizer(store, Ref.of(data), DATA_FINALIZER, dry_run)
     except Conflict:
-        return DataStep(data, False, WAIT, "will retry")
-    return DataStep(None, message="released", changed=True)
+        return DataResult(data, False, WAIT, "will retry")
+    return DataResult(None, message="released", changed=True)

@@ -31,7 +31,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     owner_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import (
-    DataStep,
+    DataResult,
     reconcile_data_claim,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound, NotHeld
@@ -41,6 +41,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     controlled_by,
     secret_values,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
@@ -73,21 +74,18 @@ RELEASED_STATES = ("", "unmanaged", "registering", "inspecting", "preparing", AV
 
 
 @dataclass
-class MachineStep:
-    """What one reconcile of a Metal3Machine came to."""
+class MachineResult(Result):
+    """What one reconcile of a Metal3Machine came to: beside the common fields, the machine's phase, whether it
+    is ready, the host it holds (``<namespace>/<name>``) and the steps of its data claim."""
 
-    machine: Object | None
-    phase: str
+    phase: str = ""
     ready: bool = False
-    requeue_after: float | None = None
-    message: str = ""
-    changed: bool = False
     host: str = ""
-    data: list[DataStep] = field(default_factory=list)
+    data: list[DataResult] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        metadata = (self.machine or {}).get("metadata") or {}
-        spec, status = (self.machine or {}).get("spec") or {}, (self.machine or {}).get("status") or {}
+        metadata = (self.obj or {}).get("metadata") or {}
+        spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
                 "ready": self.ready, "host": self.host, "provider_id": spec.get("providerID", ""),
                 "failure_domain": spec.get("failureDomain", ""), "addresses": status.get("addresses", []),
@@ -113,14 +111,14 @@ def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) ->
 
 
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
-                            strict_failure_domain: bool = False, fast_track: bool = False) -> MachineStep:
+                            strict_failure_domain: bool = False, fast_track: bool = False) -> MachineResult:
     try:
         m3m = store.get(ref)
     except NotFound:
-        return MachineStep(None, "deleted", message="gone")
+        return MachineResult(None, message="gone", phase="deleted")
     flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track)
     if flow.paused():
-        return MachineStep(m3m, "paused", message="paused", host=flow.host_name)
+        return MachineResult(m3m, message="paused", phase="paused", host=flow.host_name)
     if m3m["metadata"].get("deletionTimestamp"):
         return flow.delete()
     return flow.normal()
@@ -160,20 +158,22 @@ class _Flow:
                 or bool(((self.cluster or {}).get("spec") or {}).get("paused")))
 
     def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
-             data: list[DataStep] | None = None) -> MachineStep:
-        return MachineStep(self.m3m, phase, ready, requeue, message or phase, self.changed, self.host_name, data or [])
+             data: list[DataResult] | None = None) -> MachineResult:
+        return MachineResult(self.m3m, self.changed, requeue, message or phase, phase=phase, ready=ready,
+                             host=self.host_name, data=data or [])
 
     # -- normal ----------------------------------------------------------------------------------------------
-    def normal(self) -> MachineStep:
-        self.m3m = ensure_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
-        self.m3m["spec"]
+    def normal(self) -> MachineResult:
+        finalized = ensure_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
+        self.changed = self.changed or MACHINE_FINALIZER not in (self.m3m["metadata"].get("finalizers") or [])
+        self.m3m = finalized
         user_data = self._user_data()
         if user_data is None:
             return self.step("pending", WAIT, "waiting for bootstrap data (Machine spec.bootstrap.dataSecretName)")
         host, waiting = self._associate()
         if host is None:
             return waiting
-        steps: list[DataStep] = []
+        steps: list[DataResult] = []
         template = self._data_template(host)
         if template:
             claim = self._data_claim(template)
@@ -206,7 +206,7 @@ class _Flow:
         return (self.m3m["spec"].get("failureDomain")
                 or ((self.machine or {}).get("spec") or {}).get("failureDomain") or None)
 
-    def _associate(self) -> tuple[Object | None, MachineStep]:
+    def _associate(self) -> tuple[Object | None, MachineResult]:
         """The host this machine holds, or one chosen and claimed now; else why there is none."""
         host_ref = self._host_ref()
         if host_ref is not None:
@@ -358,7 +358,7 @@ class _Flow:
         return addresses
 
     # -- delete ----------------------------------------------------------------------------------------------
-    def delete(self) -> MachineStep:
+    def delete(self) -> MachineResult:
         host_ref = self._host_ref()
         if host_ref is not None:
             host = self.store.get_if_exists(host_ref)
@@ -373,7 +373,7 @@ class _Flow:
             if claim.obj is not None:
                 return self.step("deleting", WAIT, "releasing the rendered data")
         remove_finalizer(self.store, self.ref, MACHINE_FINALIZER, self.dry_run)
-        return MachineStep(None, "deleted", message="deleted", changed=True)
+        return MachineResult(None, True, message="deleted", phase="deleted")
 
     def _release_host(self, host_ref: Ref) -> str:
         """Clear the host's spec and wait until it is deprovisioned; then let it go. '' once released."""

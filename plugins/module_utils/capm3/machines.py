@@ -26,7 +26,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     owner_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import (
-    MachineStep,
+    MachineResult,
     reconcile_metal3machine,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Invalid, NotFound
@@ -147,7 +147,7 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
              targets: tuple[str, ...] = ("ready",), timeout: float = 0, dry_run: bool = False,
              strict_failure_domain: bool = False, concurrency: int = 20, name: str | None = None,
              fast_track: bool = False,
-             sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineStep], bool]:
+             sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
     deadline = time.monotonic() + timeout
@@ -166,7 +166,7 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                      for h in hosts]
         if host_refs:
             reconcile_hosts(store_factory, ironic, host_refs, (), 0, concurrency)
-        present = [s for s in steps if s.machine is not None]
+        present = [s for s in steps if s.obj is not None]
         reached = all(s.ready for s in present) if "ready" in targets else not present
         if reached:
             return steps, reached

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import address_record
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
@@ -46,8 +47,10 @@ def claim_object(name: str, namespace: str, pool: str | None = None, pool_namesp
     return {"apiVersion": IPAM_API, "kind": "IPClaim", "metadata": metadata, "spec": spec}
 
 
-def claim_present(store: Store, claim: Object, dry_run: bool = False, wait_timeout: float = 0) -> dict[str, Any]:
-    """Ensure the claim, allocate, and say what it holds. Waits up to ``wait_timeout`` for a pool to appear."""
+def ensure_claim(store: Store, claim: Object, dry_run: bool = False,
+                 wait_timeout: float = 0) -> tuple[dict[str, Any], Allocation]:
+    """Ensure the claim and allocate: the outcome of putting the claim, and its allocation. Waits up to
+    ``wait_timeout`` for a pool to appear."""
     outcome = ensure_present(store, claim, dry_run)
     ref = Ref.of(claim)
     deadline = time.monotonic() + wait_timeout
@@ -57,8 +60,13 @@ def claim_present(store: Store, claim: Object, dry_run: bool = False, wait_timeo
         except NotFound:  # check mode on a claim that does not exist yet
             allocation = Allocation(outcome["result"])
         if not allocation.requeue or time.monotonic() >= deadline:
-            break
+            return outcome, allocation
         time.sleep(0.5)
+
+
+def claim_present(store: Store, claim: Object, dry_run: bool = False, wait_timeout: float = 0) -> dict[str, Any]:
+    """The ip_claim module's result: ensure the claim, allocate, and say what it holds."""
+    outcome, allocation = ensure_claim(store, claim, dry_run, wait_timeout)
     result = _result(allocation, outcome["changed"] or allocation.changed)
     result["diff"] = {
         "before": {"claim": outcome["diff"]["before"], "address": None if allocation.changed else result["address"]},
@@ -77,8 +85,7 @@ def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any
             changed = changed or allocation.changed
     except NotFound:
         pass
-    return {"changed": changed, "claim": {}, "allocated": False, "address": None, "prefix": None,
-            "gateway": None, "dns_servers": [], "ip_address": {}, "pool": {},
+    return {"changed": changed, "claim": {}, "allocated": False, **address_record(None), "ip_address": {}, "pool": {},
             "diff": {"before": {"claim": outcome["diff"]["before"], "address": held} if held or changed else {},
                      "after": {}}}
 

@@ -48,8 +48,8 @@ try:
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
     HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError as e:  # pragma: no cover - reported by the modules through missing_required_lib
+    KUBERNETES_IMPORT_ERROR: ImportError | None = None
+except ImportError as e:  # reported when a KubernetesStore is made
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = e
 
@@ -121,6 +121,9 @@ class KubernetesStore(Store):
     def __init__(self, kubeconfig: str | dict | None = None, context: str | None = None, host: str | None = None,
                  api_key: str | None = None, validate_certs: bool | None = None, ca_cert: str | None = None,
                  client_cert: str | None = None, client_key: str | None = None) -> None:
+        if KUBERNETES_IMPORT_ERROR is not None:
+            raise BadRequest("backend: kubernetes needs the Python library 'kubernetes' on the controller "
+                             f"(pip install kubernetes): {KUBERNETES_IMPORT_ERROR}")
         configuration = _configuration(kubeconfig, context, host, api_key, validate_certs, ca_cert,
                                        client_cert, client_key)
         self.host = configuration.host

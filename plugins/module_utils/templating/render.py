@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, Union
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 
-Addresses = dict[str, dict[str, Any]]
-"""Pool name -> the address claimed from it: ``address``, ``prefix``, ``gateway`` (or None), ``dnsServers``."""
+Addresses = Mapping[str, Union[Address, dict[str, Any]]]  # noqa: UP007 - a runtime alias
+"""Pool name -> the address claimed from it: an :class:`Address`, or its mapping (an ``ip_claim`` result)."""
 
 OBJECTS = ("machine", "metal3machine", "baremetalhost")
 LINK_TYPES = ("bridge", "dvs", "hw_veb", "hyperv", "ovs", "tap", "vhostuser", "vif", "phy")
@@ -49,12 +50,12 @@ LINK_NAME_MAX = 15  # IFNAMSIZ - 1
 MTU_RANGE = (1280, 9000)
 VLAN_ID_RANGE = (0, 4096)
 
-# metaData pool sources, v1beta1 and v1beta2 names -> the field of the pool's address each renders.
+# metaData pool sources, v1beta1 and v1beta2 names -> the field of the pool's Address each renders.
 META_DATA_POOL_SOURCES = {
     "ipAddressesFromIPPool": "address", "ipAddressesFromPool": "address",
     "prefixesFromIPPool": "prefix", "prefixesFromPool": "prefix",
     "gatewaysFromIPPool": "gateway", "gatewaysFromPool": "gateway",
-    "dnsServersFromIPPool": "dnsServers", "dnsServersFromPool": "dnsServers",
+    "dnsServersFromIPPool": "dns_servers", "dnsServersFromPool": "dns_servers",
 }
 POOL_ITEM_FIELDS = ("name", "apiGroup", "kind")
 
@@ -157,9 +158,9 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
             pool = _pool(addresses, name, path)
             if field == "prefix":
                 return str(_pool_prefix(pool, name, path, 128))
-            if field == "dnsServers":  # upstream never renders these (CAPM3#3363)
-                return ",".join(str(server) for server in pool.get("dnsServers") or [])
-            return str(pool.get(field) or "")
+            if field == "dns_servers":  # upstream never renders these (CAPM3#3363)
+                return ",".join(pool.dns_servers)
+            return str(getattr(pool, field) or "")
         return render
 
     def from_index(item: dict, path: str) -> str:
@@ -256,7 +257,7 @@ def _gateway(route: dict, path: str) -> str | PoolRef:
     if _aliased(route, path, "gateway", "via") == "via":
         return _string(route, "via", path)
     field = f"{path}.gateway"
-    gateway = _mapping(route.get("gateway"), field)
+    gateway = _fields(route.get("gateway"), field, GATEWAY_FIELDS)
     if gateway.get("string") is not None:
         return _string(gateway, "string", field)
     if gateway.get("fromPoolAnnotation") is not None:
@@ -293,23 +294,23 @@ def _pool_name(ref: PoolRef, objects: dict[str, dict]) -> str:
     return _annotation_value(objects, ref.annotation or {}, ref.path)
 
 
-def _pool(addresses: Addresses, name: str, path: str) -> dict[str, Any]:
-    pool = _mapping(addresses.get(name), f"addresses[{name}]")
-    if not pool.get("address"):
+def _pool(addresses: Addresses, name: str, path: str) -> Address:
+    pool = addresses.get(name)
+    if not isinstance(pool, Address) and not _mapping(pool, f"addresses[{name}]").get("address"):
         raise Invalid(f"{path}: no address from pool '{name}'")
-    return pool
+    return Address.parse(pool, f"addresses[{name}]")
 
 
-def _pool_prefix(pool: dict, name: str, path: str, bits: int) -> int:
-    prefix = pool.get("prefix")
+def _pool_prefix(pool: Address, name: str, path: str, bits: int) -> int:
+    prefix = pool.prefix
     try:
         return _integer(prefix, path, 0, bits)
     except Invalid:
         raise Invalid(f"{path}: pool '{name}' gave the bad prefix {prefix!r}") from None
 
 
-def _pool_address(pool: dict, name: str, path: str, version: int) -> str:
-    address = str(pool["address"])
+def _pool_address(pool: Address, name: str, path: str, version: int) -> str:
+    address = pool.address
     try:
         parsed = ipaddress.ip_address(address)
     except ValueError:
@@ -510,10 +511,9 @@ def _routes(value: Any, path: str, version: int, addresses: Addresses,
         if isinstance(gateway, PoolRef):
             name = _pool_name(gateway, objects)
             gateway_path = gateway.path
-            gateway = _pool(addresses, name, gateway_path).get("gateway")
+            gateway = _pool(addresses, name, gateway_path).gateway
             if not gateway:
                 raise Invalid(f"{gateway_path}: pool '{name}' has no gateway")
-            gateway = str(gateway)
         else:
             gateway_path = f"{route_path}.{_aliased(route, route_path, 'gateway', 'via')}"
         _ip(gateway, gateway_path, version)
@@ -553,8 +553,7 @@ def _dns_services(value: Any, path: str, addresses: Addresses, objects: dict[str
     ref = _dns_pool(services, path)
     if ref is not None:
         name = _pool_name(ref, objects)
-        rendered.extend({"type": "dns", "address": str(server)}
-                        for server in _pool(addresses, name, ref.path).get("dnsServers") or [])
+        rendered.extend({"type": "dns", "address": server} for server in _pool(addresses, name, ref.path).dns_servers)
     return rendered
 
 

@@ -1,6 +1,11 @@
 """The local backend validates as kube-apiserver does: metadata rules, the CRD schema, strict fields."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
@@ -156,3 +161,38 @@ def test_capm3_kinds_serve_both_versions_each_with_its_fields_and_store_v1beta2(
     assert info.schema is info.schemas["v1beta2"]
     other = "v1beta2" if version == "v1beta1" else "v1beta1"
     assert has(info.schema_for(version), path) and not has(info.schema_for(other), path)
+
+
+# A library the engine needs, missing on the controller: the import is blocked in a fresh interpreter, and the
+# first use fails naming the library and how to install it - never a write with its schema unchecked.
+MISSING_LIBRARY = [
+    ("jsonschema", """
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+store = LocalStore(sys.argv[1])
+store.create({"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool",
+              "metadata": {"name": "p", "namespace": "ns"}, "spec": {"namePrefix": "p"}})
+"""),
+    ("kubernetes", """
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+KubernetesStore(host="https://127.0.0.1:1")
+"""),
+]
+
+
+@pytest.mark.parametrize(("library", "code"), MISSING_LIBRARY, ids=[library for library, _code in MISSING_LIBRARY])
+def test_a_missing_library_fails_loudly_naming_it(library, code, tmp_path):
+    script = f"""
+import sys
+sys.modules[{library!r}] = None  # import {library} raises ImportError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+try:
+{textwrap.indent(code.strip(), "    ")}
+except BadRequest as e:
+    print(e)
+    sys.exit(3)
+"""
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "store.db")], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=False)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert f"needs the Python library '{library}' on the controller (pip install {library})" in run.stdout
+    assert f"import of {library} halted" in run.stdout  # the import error itself

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3 import data
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API, PAUSED_ANNOTATION
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
@@ -12,6 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine imp
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 NS = "ns"
@@ -42,6 +44,60 @@ def test_a_claim_gets_the_lowest_free_index_named_template_index(store):
     assert store.get(Ref(INFRA_API, "Metal3Data", "net-2", NS))["spec"]["index"] == 2
     assert store.get(claim(store, "m-3"))["status"]["renderedData"]["name"] == "net-1"  # the gap is reused
     assert reconcile_data_claim(store, claim(store, "m-4")).obj["status"]["renderedData"]["name"] == "net-3"
+
+
+def metal3data(name: str, index: int, template: str, claim_name: str, labels: dict | None = None) -> dict:
+    return {"apiVersion": INFRA_API, "kind": "Metal3Data",
+            "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
+            "spec": {"index": index, "template": {"name": template}, "claim": {"name": claim_name}}}
+
+
+def test_a_template_s_data_are_listed_by_its_label_and_an_unlabelled_index_is_skipped(store, monkeypatch):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    store.create(metal3data("net-0", 0, "net", "older"))  # made before data were labelled: not listed
+    store.create(metal3data("other-0", 0, "other", "x", {data.TEMPLATE_LABEL: "other"}))
+    selectors = []
+    listing = store.list
+
+    def list_recorded(api_version, kind, namespace=None, label_selector=None):
+        if kind == "Metal3Data":
+            selectors.append(label_selector)
+        return listing(api_version, kind, namespace, label_selector)
+
+    monkeypatch.setattr(store, "list", list_recorded)
+    ref = claim(store, "m-0")
+    assert store.get(ref)["status"]["renderedData"]["name"] == "net-1"  # net-0 collided on create: the next
+    made = store.get(Ref(INFRA_API, "Metal3Data", "net-1", NS))
+    assert made["metadata"]["labels"] == {data.TEMPLATE_LABEL: "net"}
+    assert selectors and set(selectors) == {f"{data.TEMPLATE_LABEL}=net"}
+
+
+def test_a_claim_finds_its_own_unlabelled_data_on_create(store):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    store.create(metal3data("net-0", 0, "net", "m-0"))  # an earlier step made it, unlabelled, and wrote no status
+    assert store.get(claim(store, "m-0"))["status"]["renderedData"]["name"] == "net-0"
+
+
+def test_a_claim_that_keeps_losing_the_index_race_waits_and_says_so(store, monkeypatch):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    monkeypatch.setattr(data, "INDEX_BACKOFF", Backoff(steps=3, duration=0.0))
+    creating = store.create
+
+    def racing_create(obj, dry_run=False):
+        if obj["kind"] == "Metal3Data":  # a racing claimer takes each index just before
+            creating({**obj, "spec": {**obj["spec"], "claim": {"name": "racer"}}})
+        return creating(obj, dry_run=dry_run)
+
+    monkeypatch.setattr(store, "create", racing_create)
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataClaim", "metadata": {"name": "m-0", "namespace": NS},
+                  "spec": {"template": {"name": "net"}}})
+    result = reconcile_data_claim(store, Ref(INFRA_API, "Metal3DataClaim", "m-0", NS))
+    assert result.requeue_after and not result.ready
+    assert result.message == f"Metal3DataClaim {NS}/m-0: no free index of template net in 3 attempts: others " \
+                             "keep taking them"
 
 
 def test_a_claim_of_a_missing_template_says_so(store):
@@ -79,19 +135,19 @@ def test_a_cluster_is_ready_with_its_endpoint_and_publishes_its_failure_domains(
                   "spec": {"failureDomains": [{"name": "az-a", "controlPlane": True}]}})
     ref = Ref(INFRA_API, "Metal3Cluster", "c", NS)
     step = reconcile_metal3cluster(store, ref)
-    assert not step.ready and "ControlPlaneEndpointMissing" in str(step.cluster["status"]["conditions"])
-    assert step.cluster["status"]["initialization"] == {"provisioned": False}
+    assert not step.ready and "ControlPlaneEndpointMissing" in str(step.obj["status"]["conditions"])
+    assert step.obj["status"]["initialization"] == {"provisioned": False}
     store.patch(ref, {"spec": {"controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443}}})
     step = reconcile_metal3cluster(store, ref)
-    assert step.ready and step.cluster["status"]["failureDomains"] == [{"name": "az-a", "controlPlane": True}]
-    assert step.cluster["status"]["initialization"] == {"provisioned": True}
+    assert step.ready and step.obj["status"]["failureDomains"] == [{"name": "az-a", "controlPlane": True}]
+    assert step.obj["status"]["initialization"] == {"provisioned": True}
     assert not reconcile_metal3cluster(store, ref).changed
     store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {
         "name": "m", "namespace": NS, "labels": {"cluster.x-k8s.io/cluster-name": "c"}}, "spec": {}})
     store.delete(ref)
     assert reconcile_metal3cluster(store, ref).requeue_after  # waits for its machines
     store.delete(Ref(INFRA_API, "Metal3Machine", "m", NS))
-    assert reconcile_metal3cluster(store, ref).cluster is None
+    assert reconcile_metal3cluster(store, ref).obj is None
 
 
 def test_a_cluster_written_at_v1beta1_is_reconciled_and_read_back_in_v1beta1s_words(store):

@@ -13,7 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating import render as r
 
 ADDRESSES = {"mgmt": {"address": "192.168.11.10", "prefix": 24, "gateway": "192.168.11.1",
-                      "dnsServers": ["192.168.11.2"]}}
+                      "dns_servers": ["192.168.11.2"]}}
 HOST = {"metadata": {"name": "host-0", "annotations": {"mac": "52:54:00:00:00:09"}},
         "spec": {"bootMACAddress": "52:54:00:00:00:01"},
         "status": {"hardware": {"nics": [{"name": "eno1", "mac": "52:54:00:00:00:01"},

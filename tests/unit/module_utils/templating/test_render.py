@@ -7,10 +7,11 @@ import yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating import render as r
 
+# As ip_claim returns them (dns_servers); v6 in the IPAddress spec's spelling (dnsServers), which is read too.
 ADDRESSES = {
     "mgmt": {"address": "192.168.11.10", "prefix": 24, "gateway": "192.168.11.1",
-             "dnsServers": ["192.168.11.2", "192.168.11.3"]},
-    "storage": {"address": "192.168.12.10", "prefix": 24, "gateway": None, "dnsServers": []},
+             "dns_servers": ["192.168.11.2", "192.168.11.3"]},
+    "storage": {"address": "192.168.12.10", "prefix": 24, "gateway": None, "dns_servers": []},
     "v6": {"address": "fd00::10", "prefix": 64, "gateway": "fd00::1", "dnsServers": ["fd00::53"]},
 }
 HOST = {"metadata": {"name": "host-0", "labels": {"rack": "r1"}, "annotations": {"pool": "mgmt",
@@ -288,6 +289,9 @@ MORE_ERRORS = [
     ({"networks": {"ipv4DHCP": [{"id": "a", "link": "l", "routes": [{"to": "0.0.0.0/0",
                                                                      "gateway": {"fromIPPool": "storage"}}]}]}},
      "networkData.networks.ipv4DHCP[0].routes[0].gateway.fromIPPool: pool 'storage' has no gateway"),
+    ({"networks": {"ipv4DHCP": [{"id": "a", "link": "l", "routes": [{"to": "0.0.0.0/0",
+                                                                     "gateway": {"fromPool": "mgmt"}}]}]}},
+     "networkData.networks.ipv4DHCP[0].routes[0].gateway.fromPool: unknown field"),
     ({"links": {"ethernets": [{"id": "e", "type": "phy", "name": "a-name-far-too-long",
                                "macAddress": {"string": "52:54:00:00:00:05"}}]}},
      "networkData.links.ethernets[0].name: 'a-name-far-too-long' is not an interface name"),

@@ -9,7 +9,7 @@ from ansible_collections.metal3.baremetal.plugins.filter.ip_claims import ip_cla
 from ansible_collections.metal3.baremetal.plugins.filter.meta_data import meta_data
 from ansible_collections.metal3.baremetal.plugins.filter.network_data import network_data
 
-ADDRESSES = {"mgmt": {"address": "10.0.0.5", "prefix": 24, "gateway": "10.0.0.1", "dnsServers": []}}
+ADDRESSES = {"mgmt": {"address": "10.0.0.5", "prefix": 24, "gateway": "10.0.0.1", "dns_servers": []}}
 STATIC = {"links": {"ethernets": [{"id": "eth0", "type": "phy", "name": "eth0"}]},
           "networks": {"ipv4": [{"id": "n", "link": "eth0", "ipAddressFromIPPool": "mgmt"}]}}
 FROM_NIC = {"links": {"ethernets": [{"id": "e", "type": "phy", "macAddress": {"fromHostInterface": "eth0"}}]}}
@@ -23,6 +23,10 @@ CASES = [
     (network_data, ({}, "x"), "addresses: must be a mapping"),
     (network_data, ({}, ["x"]), "addresses: must be a mapping"),
     (network_data, (STATIC, {"mgmt": "10.0.0.5"}), "addresses[mgmt]: must be a mapping"),
+    (network_data, (STATIC, {"mgmt": {**ADDRESSES["mgmt"], "prefix": "wide"}}),
+     "addresses[mgmt].prefix: must be an integer, not 'wide'"),
+    (network_data, (STATIC, {"mgmt": {**ADDRESSES["mgmt"], "dns_servers": "10.0.0.53"}}),
+     "addresses[mgmt].dns_servers: must be a list of addresses"),
     (network_data, ({}, {}, "host-0"), "host: must be a mapping"),
     (network_data, ({}, {}, {"metadata": []}), "host.metadata: must be a mapping"),
     (network_data, (FROM_NIC, {}, {"status": "ready"}), "host.status: must be a mapping"),
