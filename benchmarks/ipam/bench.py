@@ -10,6 +10,7 @@ benchmark starts with the test harness). Not part of `make test`.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import multiprocessing
 import statistics
@@ -29,22 +30,23 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object  # noqa: E402
 from benchmarks.report import machine, write_section  # noqa: E402
+from tests.harness.counting_store import CountingStore  # noqa: E402
 
 NAMESPACE = "bench"
-
-
 def _claimer(options: dict, names: list[str], barrier, results) -> None:
     latencies = []
     addresses = []
-    with open_store(options) as store:
+    with open_store(options) as opened:
+        store = CountingStore(opened)
         barrier.wait()
         for name in names:
             started = time.perf_counter()
-            store.create(claim_object(name, NAMESPACE, "bench"))
-            allocation = reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", name, NAMESPACE))
+            created = store.create(claim_object(name, NAMESPACE, "bench"))
+            # What ip_claim does: the claim as the create returned it is the reconcile's first read.
+            allocation = reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", name, NAMESPACE), current=created)
             latencies.append(time.perf_counter() - started)
             addresses.append(allocation.summary()["address"])
-    results.put((latencies, addresses))
+    results.put((latencies, addresses, dict(store.counts)))
 
 
 def run_case(options: dict, claims: int, claimers: int) -> dict:
@@ -64,8 +66,11 @@ def run_case(options: dict, claims: int, claimers: int) -> dict:
     elapsed = time.perf_counter() - started
     for worker in workers:
         worker.join()
-    latencies = [lat for lats, _addrs in gathered for lat in lats]
-    addresses = [a for _lats, addrs in gathered for a in addrs]
+    latencies = [lat for lats, _addrs, _counts in gathered for lat in lats]
+    addresses = [a for _lats, addrs, _counts in gathered for a in addrs]
+    counts: collections.Counter = collections.Counter()
+    for _lats, _addrs, worker_counts in gathered:
+        counts.update(worker_counts)
     # Per-claim latency by position, from the first claimer's own sequence: early claims vs late ones.
     sequence = gathered[0][0]
     window = max(1, len(sequence) // 20)
@@ -77,6 +82,10 @@ def run_case(options: dict, claims: int, claimers: int) -> dict:
         "first_ms": round(statistics.median(sequence[:window]) * 1000, 2),
         "last_ms": round(statistics.median(sequence[-window:]) * 1000, 2),
         "duplicates": len(addresses) - len(set(addresses)),
+        # Requests per allocation, the claim's own create included; and IPAddress creates per address.
+        "requests": round(sum(counts.values()) / claims, 2),
+        "address_posts": round(counts[("create", "IPAddress")] / claims, 2),
+        "by_verb": {f"{verb} {kind}": round(n / claims, 2) for (verb, kind), n in sorted(counts.items())},
         "unallocated": sum(1 for a in addresses if not a),
     }
 
@@ -85,8 +94,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1,000 claims on the local store only; print")
     parser.add_argument("--backends", default="local,kubernetes")
+    parser.add_argument("--sizes", default="1000,10000", help="claims per case (each with 1 and 16 claimers)")
+    parser.add_argument("--no-report", action="store_true", help="print only, leave docs/benchmarks.md alone")
     args = parser.parse_args()
-    cases = [(1000, 1), (1000, 16)] if args.quick else [(1000, 1), (1000, 16), (10000, 1), (10000, 16)]
+    sizes = [1000] if args.quick else [int(n) for n in args.sizes.split(",")]
+    cases = [(claims, claimers) for claims in sizes for claimers in (1, 16)]
     backends = ["local"] if args.quick else args.backends.split(",")
     rows = []
     for backend in backends:
@@ -107,7 +119,7 @@ def main() -> int:
                         rows.append({"backend": backend, **run_case(
                             {"backend": "kubernetes", "kubeconfig": str(cluster.kubeconfig)}, claims, claimers)})
             print(json.dumps(rows[-1]), flush=True)
-    if not args.quick:
+    if not (args.quick or args.no_report):
         write_report(rows)
     return 0
 

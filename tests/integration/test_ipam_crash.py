@@ -90,8 +90,8 @@ def make_pool(store: Store, namespace: str, name: str, start: str, end: str) -> 
                   "spec": {"namePrefix": name, "pools": [{"start": start, "end": end}], "prefix": 24}})
 
 
-def make_claim(store: Store, namespace: str, name: str, pool: str) -> Ref:
-    store.create(claim_object(name, namespace, pool))
+def make_claim(store: Store, namespace: str, name: str, pool: str, requested: str | None = None) -> Ref:
+    store.create(claim_object(name, namespace, pool, address=requested))
     return claim_ref(namespace, name)
 
 
@@ -132,8 +132,9 @@ def check_one_address_per_claim(store: Store, namespace: str, pool: str | None =
 # -- fault hook ------------------------------------------------------------------------------------
 
 def steal_then_die(store: Store, namespace: str, tag: str, crash_at: int) -> bool:
-    """Claim v-<tag> reserves the pool's first address; competitor s-<tag> takes it just before v does, so v
-    takes the next one; v dies at write ``crash_at``. Whether it died."""
+    """Claim v-<tag> reserves the pool's first address; competitor s-<tag> takes it just before v does (it asks
+    for it by annotation: the pool's index, which names v's pick, would send it elsewhere), so v takes the next
+    one; v dies at write ``crash_at``. Whether it died."""
     victim, thief = claim_ref(namespace, f"v-{tag}"), claim_ref(namespace, f"s-{tag}")
 
     def steal() -> None:
@@ -159,7 +160,7 @@ def test_a_claimer_killed_at_any_write_while_losing_its_address_leaves_one_addre
         tag = f"{first}"
         make_pool(store, namespace, f"p{tag}", "10.1.0.1", "10.1.0.9")
         victim = make_claim(store, namespace, f"v-{tag}", f"p{tag}")
-        make_claim(store, namespace, f"s-{tag}", f"p{tag}")
+        make_claim(store, namespace, f"s-{tag}", f"p{tag}", "10.1.0.1")
         if not steal_then_die(store, namespace, tag, first):
             break
         if thief_releases:  # the stolen address is free again: the one the dead claimer's annotation names
@@ -171,8 +172,8 @@ def test_a_claimer_killed_at_any_write_while_losing_its_address_leaves_one_addre
         assert held[f"v-{tag}"] == "10.1.0.2" or (thief_releases and held[f"v-{tag}"] == "10.1.0.1")
         state = reconcile_ip_pool(store, Ref(IPAM_API, "IPPool", f"p{tag}", namespace))
         assert state.allocations == held
-    # reserve, lose the reserved address, take another, name it, record it in the pool, write status.
-    assert first >= 6, f"the allocation path made only {first} writes"
+    # pick .1 in the pool's index, reserve it, lose it, pick .2, take it, name it, write status.
+    assert first >= 7, f"the allocation path made only {first} writes"
     assert scenarios > first
 
 
@@ -180,9 +181,10 @@ def test_the_fault_hook_reproduces_the_second_address_of_issue_12(store, namespa
     """What the loop above guards, spelt out: death right after taking the replacement address."""
     make_pool(store, namespace, "pool", "10.1.0.1", "10.1.0.9")
     victim = make_claim(store, namespace, "v-x", "pool")
-    make_claim(store, namespace, "s-x", "pool")
-    # writes: the pool's finalizer, the reservation of .1, the failed create of .1, the create of .2; then die.
-    assert steal_then_die(store, namespace, "x", 4)
+    make_claim(store, namespace, "s-x", "pool", "10.1.0.1")
+    # writes: the pool's finalizer, .1 in the pool's index, the reservation of .1, the failed create of .1, .2 in
+    # the index, the create of .2; then die.
+    assert steal_then_die(store, namespace, "x", 6)
     left = store.get(victim)["metadata"]["annotations"][ADDRESS_ANNOTATION]
     assert left == "10.1.0.1", "the death should come before the annotation names the replacement"
     store.delete(claim_ref(namespace, "s-x"))

@@ -8488,9 +8488,6 @@ CRDS = json.loads(r'''
            },
            "type": "array"
           },
-          "inUse": {
-           "type": "string"
-          },
           "indexes": {
            "additionalProperties": {
             "type": "string"

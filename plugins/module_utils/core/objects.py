@@ -116,16 +116,30 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def clone(obj: Any) -> Any:
+    """A deep copy of an API object: through JSON, several times faster than ``copy.deepcopy`` on the large
+    ones (a pool's index); an object that is not plain JSON data is copied the slow way."""
+    try:
+        return json.loads(json.dumps(obj))
+    except (TypeError, ValueError):
+        return copy.deepcopy(obj)
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """Apply a JSON merge patch (RFC 7386) and return the result; ``target`` is not modified."""
+    return merge_patch_into(clone(target), patch)
+
+
+def merge_patch_into(target: Any, patch: Any) -> Any:
+    """Apply a JSON merge patch to ``target`` itself (a dict), and return the result."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    result = target if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = merge_patch(result.get(key), value)
+            result[key] = merge_patch_into(result.get(key), value)
     return result
 
 

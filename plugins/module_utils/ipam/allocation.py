@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, address_record
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
@@ -90,9 +91,8 @@ class Allocation:
         return self.waiting is not None
 
     def summary(self) -> dict[str, Any]:
-        spec = (self.address or {}).get("spec") or {}
-        return {"address": spec.get("address"), "prefix": spec.get("prefix"), "gateway": spec.get("gateway"),
-                "dns_servers": spec.get("dnsServers") or []}
+        """The held address as the one record (core/address.py), its keys empty when none is held."""
+        return address_record(Address.of(self.address) if self.address else None)
 
 
 @dataclass
@@ -119,39 +119,24 @@ class _Claim:
         return Ref.of(self.obj)
 
 
-def _mark(store: Store, pool_ref: Ref, claim: str, address: str, held: bool, dry_run: bool) -> None:
-    """Record (or forget) a claim's address in its pool's status - allocations and in-use index - against
-    concurrent writers: the pool's status stays current without a reconcile of the pool for each claim."""
-    def write() -> Object:
-        pool_obj = store.get(pool_ref)
-        status = pool_obj.get("status") or {}
-        in_use = InUse(status.get("inUse"))
-        allocations = dict(status.get("allocations") or {})
-        offset = parse_pool(pool_obj).offset_of(address)
-        if held:
-            allocations[claim] = address
-            if offset is not None:
-                in_use.add(offset)
-        else:
-            if allocations.get(claim) == address:
-                allocations.pop(claim)
-            # The address goes whatever the allocations name: an extra address of the claim is not named there.
-            if offset is not None:
-                in_use.discard(offset)
-        encoded = in_use.encode()
-        if encoded == status.get("inUse") and allocations == (status.get("allocations") or {}) \
-                and allocations == (status.get("indexes") or {}):
-            return pool_obj
-        pool_obj["status"] = {**status, **_allocations_status(allocations), "inUse": encoded, "lastUpdated": now()}
-        return store.update_status(pool_obj, dry_run=dry_run)
+def _record(store: Store, pool_ref: Ref, changes: dict[str, str | None], dry_run: bool,
+            also: dict[str, Any] | None = None) -> Object:
+    """Write claims' addresses into (None: out of) the pool's allocations, the allocator's index.
 
-    retry_on_conflict(write)
+    A merge patch of the claims' own keys: no read, no lock, so claimers never contend on the pool. The
+    index is a hint (the IPAddress named after an address is what makes it taken): a key two namespaces'
+    claims share, or one a racing release drops, costs a later claimer one lost create, never a duplicate;
+    the pool's reconcile rebuilds it from the IPAddresses.
+    """
+    patch = {"status": {"indexes": dict(changes), "allocations": dict(changes), "lastUpdated": now(), **(also or {})}}
+    return store.patch_status(pool_ref, patch, dry_run=dry_run)
 
 
-def _allocations_status(allocations: dict[str, str]) -> dict[str, Any]:
-    """A pool's allocations (claim name: address) as its status holds them: upstream's ``indexes``, and the
-    same map as ``allocations``, the name this collection's users read."""
-    return {"indexes": dict(allocations), "allocations": dict(allocations)}
+def _allocations(pool_obj: Object) -> dict[str, str]:
+    """A pool's allocations (claim name: address): upstream's ``indexes``, which this collection's users also
+    read as ``allocations``."""
+    status = pool_obj.get("status") or {}
+    return dict(status.get("indexes") or status.get("allocations") or {})
 
 
 def label_value(name: str) -> str:
@@ -280,14 +265,20 @@ def _address_object(pool_obj: Object, pool: Pool, claim: _Claim, address: str) -
     return {"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": metadata, "spec": spec}
 
 
-def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: str,
+def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: str, reserved: bool,
           dry_run: bool) -> Object | None:
-    """Create the IPAddress named after ``address``; None when another claim holds it."""
+    """Create the IPAddress named after ``address``; None when another claim holds it.
+
+    Only an address the claim's annotation reserved can already be the claim's own (made by another reconcile
+    of the claim): only then is an existing one read. Any other is simply lost, at the cost of one create.
+    """
     ref = Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"])
     for _attempt in range(TAKE_ATTEMPTS):
         try:
             return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
         except AlreadyExists:
+            if not reserved:
+                return None
             existing = store.get_if_exists(ref)
         if existing is not None:
             return existing if _owned_by(existing, claim) else None
@@ -296,13 +287,26 @@ def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: st
 
 
 class _Candidates:
-    """The addresses a claim may take, in the pool's order: the one it asks for, or the next free ones."""
+    """The addresses a claim may take, in the pool's order: the one it asks for, or the next free ones.
+
+    Each claimer writes the address it goes for into the pool's index before it creates it, and one that lost
+    an address reads the index again: the addresses its racers went for meanwhile are there. Claimers that read
+    one index at one moment all want its first free address: once a claimer has lost twice, it spreads out over
+    a window of the next free ones that doubles with each further loss, so that a herd of them does not take
+    turns losing every address in order. A claimer alone never loses, and takes addresses in order; one that
+    read an index which had not caught up with one address still takes the next.
+    """
+
+    MAX_WINDOW = 64
 
     def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim) -> None:
         self.store, self.pool_obj, self.pool = store, pool_obj, pool
-        self.in_use = InUse((pool_obj.get("status") or {}).get("inUse"))
+        self.claim_name = claim.name
+        self.in_use = InUse.of(pool.offsets_of(self._others(pool_obj)))
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
+        self.losses = 0
+        self.lost_addresses: set[str] = set()
         self.refreshed = False
         self.wanted: str | None = None
         self.error = self._refusal(pool.pre_allocations.get(claim.name), claim.requested)
@@ -338,15 +342,41 @@ class _Candidates:
         offset = self.pool.offset_of(address)
         if offset is not None:
             self.in_use.add(offset)
+            self.start = offset
+        self.losses += 1
+        self.lost_addresses.add(address)
+        # The index as it is now: with the addresses the claimers racing this one have since written there.
+        with contextlib.suppress(NotFound):
+            fresh = self.store.get(Ref.of(self.pool_obj))
+            for taken in self.pool.offsets_of(self._others(fresh)):
+                self.in_use.add(taken)
+
+    def _others(self, pool_obj: Object) -> list[str]:
+        """The addresses the index gives to other claims: the claim's own key is a pick of an earlier reconcile
+        of it that died before taking it, free for this one."""
+        return [address for name, address in _allocations(pool_obj).items() if name != self.claim_name]
+
+    def _free_offsets(self) -> list[int]:
+        """Up to a window of free offsets (1, 1, 2, 4, ... after each loss), the first at or after ``start``."""
+        window = min(1 << max(self.losses - 1, 0), self.MAX_WINDOW)
+        found: list[int] = []
+        start = self.start
+        while len(found) < window:
+            offset = self.in_use.first_free(self.pool.size, start, self.reserved_offsets.union(found))
+            if offset is None:
+                break
+            found.append(offset)
+            start = offset + 1 if offset + 1 < self.pool.size else 0
+        return found
 
     def next(self) -> str | None:
         """The next address to try; None (with ``error`` set) when there is none."""
         if self.error or self.wanted:
             return None if self.error else self.wanted
         while True:
-            offset = self.in_use.first_free(self.pool.size, self.start, self.reserved_offsets)
-            if offset is not None:
-                return str(self.pool.address_at(offset)[0])
+            free = self._free_offsets()
+            if free:
+                return str(self.pool.address_at(random.choice(free))[0])
             if self.refreshed:
                 self.error = EXHAUSTED
                 return None
@@ -427,7 +457,7 @@ def _release_address(store: Store, claim_name: str, address: Object, dry_run: bo
     pool_ref = _pool_of(address)
     if pool_ref is not None:
         with contextlib.suppress(NotFound):
-            _mark(store, pool_ref, claim_name, address["spec"]["address"], False, dry_run)
+            _record(store, pool_ref, {claim_name: None}, dry_run)
 
 
 def _adopt(store: Store, claim: _Claim, pool_ref: Ref, dry_run: bool) -> Object | None:
@@ -452,16 +482,21 @@ def _adopt(store: Store, claim: _Claim, pool_ref: Ref, dry_run: bool) -> Object 
     return kept
 
 
-def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, taken: Object,
+def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, taken: Object, lost: set[str],
                 dry_run: bool) -> Object | None:
     """Name in the claim's annotation the address just taken in place of the reserved one.
 
     Another reconcile of the same claim may meanwhile have named and taken another address: that one stays,
     and ``taken`` goes. So does ``taken`` when the claim went (released) while this reconcile ran: None.
+    The claim as this reconcile last wrote it is tried first: its annotation names an address it lost, which
+    needs no look (a conflict on the write says the claim moved, and it is read again).
     """
+    known: list[Object] = [claim.obj]
+
     def write() -> Object:
-        claim.obj = store.get(claim.ref)
-        other = _held_address(store, claim, pool, pool_namespace)
+        claim.obj = known.pop() if known else store.get(claim.ref)
+        reserved = _reserved_address(claim)
+        other = None if reserved in lost else _held_address(store, claim, pool, pool_namespace)
         if other is not None and other["metadata"]["name"] != taken["metadata"]["name"]:
             return other
         _reserve(store, claim, taken["spec"]["address"], dry_run)
@@ -502,25 +537,36 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         existing = _adopt(store, claim, claim.pool, dry_run)
         adopted = existing is not None
     if existing:
-        recorded = ((pool_obj.get("status") or {}).get("allocations") or {}).get(claim.name)
-        if adopted or recorded is None:  # a reconcile died before recording the address in the pool
-            _mark(store, claim.pool, claim.name, existing["spec"]["address"], True, dry_run)
+        address = existing["spec"]["address"]
+        if adopted or _allocations(pool_obj).get(claim.name) != address:  # a reconcile died before recording it
+            _record(store, claim.pool, {claim.name: address}, dry_run)
         return Allocation(write_status(existing, None, None), address=existing, changed=adopted)
     # Checked before any write to the pool; what a claim already holds stays with it.
     refusal = _refusal(pool_obj, claim.namespace)
     if refusal:
         return Allocation(write_status(None, refusal, None), error=refusal)
-    if not pool_obj["metadata"].get("deletionTimestamp"):
+    if POOL_FINALIZER not in (pool_obj["metadata"].get("finalizers") or []) \
+            and not pool_obj["metadata"].get("deletionTimestamp"):
         pool_obj = ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
     candidates = _Candidates(store, pool_obj, pool, claim)
+    # What the pool's index says of the claim: each address is written there before its create, so that the
+    # claimers that read the index next pass it by instead of racing for it.
+    indexed = _allocations(pool_obj).get(claim.name)
     # A reservation left by an earlier reconcile (or one running now) is taken first.
     address_to_take = _reserved_address(claim)
     reserved = address_to_take is not None
     while True:
+        from_annotation = address_to_take is not None and address_to_take == _reserved_address(claim)
         if address_to_take is None or pool.entry_of(address_to_take) is None:
+            from_annotation = False
             address_to_take = candidates.next()
             if address_to_take is None:
+                if indexed is not None and indexed != _allocations(pool_obj).get(claim.name):
+                    _record(store, claim.pool, {claim.name: None}, dry_run)
                 return Allocation(write_status(None, candidates.error, None), error=candidates.error)
+            if indexed != address_to_take:
+                _record(store, claim.pool, {claim.name: address_to_take}, dry_run)
+                indexed = address_to_take
             if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap
                 try:
                     _reserve(store, claim, address_to_take, dry_run)
@@ -532,17 +578,18 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
                     address_to_take = _reserved_address(claim)
                     reserved = address_to_take is not None
                     continue
-        taken = _take(store, pool_obj, pool, claim, address_to_take, dry_run)
+        taken = _take(store, pool_obj, pool, claim, address_to_take, from_annotation, dry_run)
         if taken:
             break
         candidates.lost(address_to_take)
         address_to_take = None
     if _reserved_address(claim) != taken["spec"]["address"]:
-        kept = _name_taken(store, claim, pool, claim.pool.namespace, taken, dry_run)
+        kept = _name_taken(store, claim, pool, claim.pool.namespace, taken, candidates.lost_addresses, dry_run)
         if kept is None:
             return Allocation(None, released=True, changed=True)
         taken = kept
-    _mark(store, claim.pool, claim.name, taken["spec"]["address"], True, dry_run)
+    if indexed != taken["spec"]["address"]:
+        _record(store, claim.pool, {claim.name: taken["spec"]["address"]}, dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
 
 
@@ -575,11 +622,21 @@ def _ip_claim(store: Store, obj: Object) -> _Claim:
                   (obj["metadata"].get("annotations") or {}).get(REQUESTED_ADDRESS_ANNOTATION), labels)
 
 
-def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocation:
-    """Bring an IPClaim to its address (or release it when deleted)."""
+def _read_claim(store: Store, ref: Ref, current: Object | None) -> Object | None:
+    """The claim: ``current`` when the caller holds it as just read or written, else read."""
+    if current is not None:
+        return current
     try:
-        obj = store.get(ref)
+        return store.get(ref)
     except NotFound:
+        return None
+
+
+def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False, current: Object | None = None) -> Allocation:
+    """Bring an IPClaim to its address (or release it when deleted). ``current``: the claim as the caller
+    just read or wrote it, which spares a read."""
+    obj = _read_claim(store, ref, current)
+    if obj is None:
         return Allocation(None, released=True)
     claim = _ip_claim(store, obj)
     if obj["metadata"].get("deletionTimestamp"):
@@ -602,9 +659,12 @@ def _ready(address: Object | None, error: str | None, waiting: str | None) -> tu
 def _write_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
                         waiting: str | None, dry_run: bool, fields: Callable[[dict[str, Any]], None]) -> Object:
     """Ready set and ``fields`` applied to the claim's status; whatever else is there (conditions of the
-    operator that runs this reconcile, say) is kept."""
+    operator that runs this reconcile, say) is kept. The claim as last read or written is tried first: it is
+    re-read only when that write conflicts."""
+    known: list[Object] = [claim.obj]
+
     def write() -> Object:
-        obj = store.get(claim.ref)
+        obj = known.pop() if known else store.get(claim.ref)
         status = copy.deepcopy(obj.get("status") or {})
         status["conditions"] = set_condition(status.get("conditions"), "Ready", *_ready(address, error, waiting))
         fields(status)
@@ -643,11 +703,11 @@ def _capi_claim(obj: Object) -> _Claim:
                   obj["metadata"].get("labels") or {})
 
 
-def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False) -> Allocation:
+def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False,
+                               current: Object | None = None) -> Allocation:
     """Answer a Cluster API IPAddressClaim with an ipam.cluster.x-k8s.io IPAddress named after the claim."""
-    try:
-        obj = store.get(ref)
-    except NotFound:
+    obj = _read_claim(store, ref, current)
+    if obj is None:
         return Allocation(None, released=True)
     claim = _capi_claim(obj)
     if obj["metadata"].get("deletionTimestamp"):
@@ -734,24 +794,17 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         pool_obj = store.get(ref)
     except NotFound:
         return PoolState(None, {}, removed=True)
-    pool = parse_pool(pool_obj)
     released = _release_gone_claims(store, pool_obj, dry_run)
-
-    def write() -> Object:
-        current = store.get(ref)
-        addresses = _pool_addresses(store, current)
-        allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in addresses}
-        in_use = InUse.of(o for o in (pool.offset_of(a) for a in allocations.values()) if o is not None)
-        status = {**(current.get("status") or {}), **_allocations_status(allocations), "inUse": in_use.encode()}
-        status.pop("lastUpdated", None)
-        previous = {k: v for k, v in (current.get("status") or {}).items() if k != "lastUpdated"}
-        if status == previous:
-            return current
-        current["status"] = {**status, "lastUpdated": now()}
-        return store.update_status(current, dry_run=dry_run)
-
-    pool_obj = retry_on_conflict(write)
-    allocations = (pool_obj.get("status") or {}).get("allocations") or {}
+    if released:
+        pool_obj = store.get(ref)
+    # The index rebuilt from the IPAddresses, as a merge patch: claimers patch their own keys meanwhile.
+    allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in _pool_addresses(store, pool_obj)}
+    status = pool_obj.get("status") or {}
+    recorded = [status.get("indexes") or {}, status.get("allocations") or {}]
+    if any(index != allocations for index in recorded) or "inUse" in status:
+        gone = {name: None for index in recorded for name in index if name not in allocations}
+        # inUse: the bitmap index of earlier versions, which no one reads any more.
+        pool_obj = _record(store, ref, {**gone, **allocations}, dry_run, {"inUse": None})
     if pool_obj["metadata"].get("deletionTimestamp"):
         if allocations:
             return PoolState(pool_obj, allocations, waiting=f"IPPool {ref.name} still has {len(allocations)} "

@@ -1,26 +1,22 @@
 # Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
-"""A pool's in-use set: a bitmap of offsets, kept compressed in IPPool status.inUse.
+"""A pool's in-use set: a bitmap of offsets, the allocator's view of the pool's index.
 
-It is the allocator's index, so a claim finds a free address without listing
-the pool's IPAddresses (upstream lists them all on every pass). It is only a
-hint: the IPAddress named after an address is what makes it taken, so a stale
-bit costs a retry, never a duplicate. Its size follows the highest offset in
-use, so a sequential pool of n addresses costs n/8 bytes.
+The allocator builds it from the pool's ``status.indexes`` on each allocation, so that it finds the next free
+address in C-speed scans of full bytes. It is only a hint: the IPAddress named after an address is what makes
+it taken, so a stale bit costs a retry, never a duplicate.
 """
 from __future__ import annotations
 
-import base64
 import re
-import zlib
 from typing import Iterable
 
 _NOT_FULL = re.compile(rb"[^\xff]")
 
 
 class InUse:
-    def __init__(self, encoded: str | None = None) -> None:
-        self.bits = bytearray(zlib.decompress(base64.b64decode(encoded))) if encoded else bytearray()
+    def __init__(self) -> None:
+        self.bits = bytearray()
 
     @classmethod
     def of(cls, offsets: Iterable[int]) -> InUse:
@@ -28,9 +24,6 @@ class InUse:
         for offset in offsets:
             in_use.add(offset)
         return in_use
-
-    def encode(self) -> str:
-        return base64.b64encode(zlib.compress(bytes(self.bits.rstrip(b"\0")), 6)).decode()
 
     def __contains__(self, offset: int) -> bool:
         byte = offset >> 3
@@ -41,14 +34,6 @@ class InUse:
         if byte >= len(self.bits):
             self.bits.extend(b"\0" * (byte + 1 - len(self.bits)))
         self.bits[byte] |= 1 << (offset & 7)
-
-    def discard(self, offset: int) -> None:
-        byte = offset >> 3
-        if byte < len(self.bits):
-            self.bits[byte] &= ~(1 << (offset & 7)) & 0xFF
-
-    def offsets(self) -> list[int]:
-        return [i for i in range(len(self.bits) * 8) if i in self]
 
     def first_free(self, size: int, start: int = 0, skip: Iterable[int] = ()) -> int | None:
         """The first offset at or after ``start`` (wrapping around) that is neither in use nor in ``skip``."""

@@ -18,16 +18,15 @@ from typing import Any, Callable, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit, rule_for
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import UnknownKind
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     merge_patch,
     require_identity,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-
-MAX_ATTEMPTS = 50  # re-admissions of an unpinned write whose object keeps changing underneath it
 
 
 class AdmittedStore(Store):
@@ -86,13 +85,9 @@ class AdmittedStore(Store):
 
     def _admitted(self, ref: Ref, pinned: bool, write: Callable[[Object], Object]) -> Object:
         """``write`` against the stored object; again, against the new one, when an unpinned write conflicts."""
-        for _attempt in range(MAX_ATTEMPTS - 1):
-            try:
-                return write(self.inner.get(ref))
-            except Conflict:
-                if pinned:
-                    raise
-        return write(self.inner.get(ref))
+        if pinned:  # the caller's own precondition: its Conflict is the caller's to handle
+            return write(self.inner.get(ref))
+        return retry_on_conflict(lambda: write(self.inner.get(ref)))
 
     def update_status(self, obj: Object, dry_run: bool = False) -> Object:
         return self.inner.update_status(obj, dry_run=dry_run)

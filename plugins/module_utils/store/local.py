@@ -45,8 +45,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     check_ref,
     check_size,
     checked_ref,
+    clone,
     fold_string_data,
-    merge_patch,
+    merge_patch_into,
     now,
     owner_uids,
     require_identity,
@@ -330,7 +331,7 @@ class LocalStore(Store):
         info = lookup(ref.api_version, ref.kind)
         with self._transaction(dry_run):
             row_id, stored = self._load(info, ref)
-            desired = merge_patch(_served(info, copy.deepcopy(stored), ref.api_version), patch)
+            desired = merge_patch_into(_served(info, clone(stored), ref.api_version), patch)
             if not (patch.get("metadata") or {}).get("resourceVersion"):
                 desired["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
             desired["apiVersion"] = ref.api_version
@@ -339,25 +340,25 @@ class LocalStore(Store):
     def _replace(self, info: KindInfo, row_id: int, stored: Object, desired: Object, status_only: bool) -> Object:
         """The one write path of update, update_status, patch and patch_status: ``desired`` is at the version it
         names, ``stored`` at the storage version; the result is at ``desired``'s version."""
-        current = _served(info, copy.deepcopy(stored), desired["apiVersion"])
+        current = _served(info, clone(stored), desired["apiVersion"])
         ref = Ref.of(current)
         expected = (desired.get("metadata") or {}).get("resourceVersion")
         if expected and str(expected) != current["metadata"]["resourceVersion"]:
             raise Conflict(f'Operation cannot be fulfilled on {info.resource} "{ref.name}": the object has been '
                            "modified; please apply your changes to the latest version and try again")
         if status_only:
-            new = copy.deepcopy(current)
+            new = clone(current)
             if "status" in desired:
-                new["status"] = copy.deepcopy(desired["status"])
+                new["status"] = clone(desired["status"])
             else:
                 new.pop("status", None)
         else:
-            new = copy.deepcopy(desired)
-            new["metadata"] = copy.deepcopy(desired.get("metadata") or {})
+            new = clone(desired)
+            new["metadata"] = new.get("metadata") or {}
             if info.status_subresource:
                 new.pop("status", None)
                 if "status" in current:
-                    new["status"] = copy.deepcopy(current["status"])
+                    new["status"] = current["status"]
         metadata = new["metadata"]
         for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation", "namespace", "name"):
             if field in current["metadata"]:

@@ -76,6 +76,14 @@ def test_offsets_run_through_the_entries_in_order():
     assert parsed.offset_of("10.0.0.12") is None
 
 
+def test_an_index_is_read_as_the_offsets_of_its_addresses_in_the_pool():
+    parsed = parse_pool(pool({"start": "10.0.0.10", "end": "10.0.0.11"}, {"subnet": "fd00::/120"}, prefix=16))
+    index = ["10.0.5.2", "fd00::3", "10.0.0.11", "not-an-address", "10.0.0.10", "fd01::1", ""]
+    # 10.0.5.2 and fd01::1 are in no entry, and the broken ones are skipped: an index is only a hint
+    assert list(parsed.offsets_of(index)) == [parsed.offset_of(a) for a in ("fd00::3", "10.0.0.11", "10.0.0.10")]
+    assert list(parsed.offsets_of(["10.0.0.11", "fd00::1"])) == [1, 2]
+
+
 def test_the_gateway_and_pre_allocations_are_reserved():
     parsed = parse_pool(pool({"subnet": "10.0.0.0/29"}, gateway="10.0.0.1", preAllocations={"c": "10.0.0.3"}))
     assert sorted(parsed.reserved_offsets()) == [0, 2]

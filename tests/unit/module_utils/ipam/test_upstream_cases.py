@@ -415,8 +415,11 @@ def apply_pool(store, spec: dict) -> dict:
     return store.create(obj)
 
 
-def hold(store, address: str, claim: str) -> None:
-    """An IPAddress of the pool that another claim holds (upstream's cases give them as a map, address: claim)."""
+def hold(store, address: str, claim: str, indexed: bool = True) -> None:
+    """An IPAddress of the pool that another claim holds, and the pool's index of it (upstream's cases give the
+    allocator that index, a map address: claim); ``indexed=False``: an index that has not caught up."""
+    if indexed:
+        store.patch_status(Ref(IPAM_API, "IPPool", POOL, NS), {"status": {"indexes": {claim: address}}})
     store.create({"apiVersion": IPAM_API, "kind": "IPAddress",
                   "metadata": {"name": address_name("abcpref", address), "namespace": NS,
                                "labels": {POOL_LABEL: POOL, CLAIM_LABEL: claim}},
@@ -523,19 +526,22 @@ def test_update_addresses_error_in_existing_claims_is_tried_again(store):
 CREATE_ADDRESSES = [
     ("Not allocated yet, pre-allocated", {"preAllocations": {"abc": "192.168.0.15"}}, (), "abcpref-192-168-0-15",
      {"abc": "192.168.0.15"}),
-    ("Not allocated yet", {}, ("192.168.0.11",), "abcpref-192-168-0-12", {"abc": "192.168.0.12"}),
+    ("Not allocated yet", {}, ("192.168.0.11",), "abcpref-192-168-0-12",
+     {"bcd": "192.168.0.11", "abc": "192.168.0.12"}),
     # Upstream's allocator did not know of 192.168.0.11: its create collides and it requeues, creating nothing.
     ("Not allocated yet, conflict [ours: the create collides on the IPAddress name and the claim takes the next "
-     "address in the same reconcile]", {}, ("192.168.0.11",), "abcpref-192-168-0-12", {"abc": "192.168.0.12"}),
+     "address in the same reconcile]", {"indexed": False}, ("192.168.0.11",), "abcpref-192-168-0-12",
+     {"abc": "192.168.0.12"}),
 ]
 
 
 @pytest.mark.parametrize(("spec", "taken", "name", "indexes"), [c[1:] for c in CREATE_ADDRESSES],
                          ids=[c[0] for c in CREATE_ADDRESSES])
 def test_create_addresses(store, spec, taken, name, indexes):
+    indexed = spec.pop("indexed", True)
     apply_pool(store, {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20"}], **spec})
     for address in taken:
-        hold(store, address, "bcd")
+        hold(store, address, "bcd", indexed)
     result = ask(store, "IPClaim", "abc")
     assert result.address["metadata"]["name"] == name
     assert "prefix" not in result.address["spec"]  # no prefix anywhere: none, as upstream's (its 0 is left out)
@@ -547,7 +553,7 @@ def test_create_addresses_not_allocated_yet_exhausted_pool(store):
     hold(store, "192.168.0.11", "bcd")
     assert ask(store, "IPClaim", "abc").error == EXHAUSTED
     assert [a["metadata"]["name"] for a in store.list(IPAM_API, "IPAddress", NS)] == ["abcpref-192-168-0-11"]
-    assert (store.get(Ref(IPAM_API, "IPPool", POOL, NS)).get("status") or {}).get("indexes", {}) == {}
+    assert store.get(Ref(IPAM_API, "IPPool", POOL, NS))["status"]["indexes"] == {"bcd": "192.168.0.11"}
 
 
 # -- the IPAddress name (the manager's formatAddressName) ---------------------------------------------------

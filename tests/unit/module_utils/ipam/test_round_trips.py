@@ -1,0 +1,71 @@
+"""An allocation's requests to the store (each one API request on the kubernetes backend): the budget the
+allocator keeps, counted call by call on the local store."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
+    IPAM_API,
+    reconcile_ip_claim,
+    reconcile_ip_pool,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object
+from tests.harness.counting_store import CountingStore
+
+NS = "ns"
+POOL = Ref(IPAM_API, "IPPool", "pool", NS)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with CountingStore(open_store({"backend": "local", "store_path": str(tmp_path / "store.db")})) as opened:
+        opened.create({"apiVersion": IPAM_API, "kind": "IPPool", "metadata": {"name": "pool", "namespace": NS},
+                       "spec": {"namePrefix": "pool", "pools": [{"subnet": "10.0.0.0/24"}], "prefix": 24}})
+        reconcile_ip_pool(opened, POOL)  # its finalizer, once
+        yield opened
+
+
+def allocate(store, name: str, **claim) -> tuple[str, dict]:
+    created = store.create(claim_object(name, NS, "pool", **claim))
+    store.counts.clear()
+    allocation = reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", name, NS), current=created)
+    return allocation.summary()["address"], {f"{verb} {kind}": n for (verb, kind), n in store.counts.items()}
+
+
+IDLE_POOL = {"get IPPool": 1, "update IPClaim": 1, "create IPAddress": 1, "patch_status IPPool": 1,
+             "update_status IPClaim": 1}
+
+
+def test_an_allocation_on_an_idle_pool_makes_five_requests_after_the_claims_create(store):
+    for i in range(3):
+        address, requests = allocate(store, f"claim-{i}")
+        assert address == f"10.0.0.{i + 1}"
+        assert requests == IDLE_POOL
+
+
+def test_the_reconcile_of_an_allocated_claim_only_reads(store):
+    allocate(store, "claim")
+    store.counts.clear()
+    reconcile_ip_claim(store, Ref(IPAM_API, "IPClaim", "claim", NS))
+    assert {verb for verb, _kind in store.counts} == {"get"}
+
+
+def test_a_claim_whose_index_has_not_caught_up_loses_one_create_and_reads_the_index_again(store):
+    store.patch_status(POOL, {"status": {"indexes": None, "allocations": None}})
+    store.create({"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": {"name": "pool-10-0-0-1", "namespace": NS},
+                  "spec": {"address": "10.0.0.1", "pool": {"name": "pool"}, "claim": {"name": "elsewhere"}}})
+    address, requests = allocate(store, "late")
+    assert address == "10.0.0.2"
+    # and names the address it took instead of the one it had reserved on the claim: one more claim update
+    assert requests == {**IDLE_POOL, "get IPPool": 2, "create IPAddress": 2, "patch_status IPPool": 2,
+                        "update IPClaim": 2}
+
+
+def test_an_exhausted_claim_leaves_no_key_in_the_index(store):
+    for i in range(254):
+        allocate(store, f"claim-{i}")
+    store.patch_status(POOL, {"status": {"indexes": {"claim-0": None}, "allocations": {"claim-0": None}}})
+    _address, _requests = allocate(store, "last")
+    assert "last" not in store.get(POOL)["status"]["indexes"]
