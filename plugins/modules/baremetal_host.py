@@ -172,9 +172,9 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
                               (wait_for,) if wait_for else (), params["wait_timeout"], params["concurrency"],
                               check_mode)
     result: dict[str, Any] = {"changed": any(step.changed for step, _reached in results),
-                              "hosts": [step.summary() for step, _reached in results if step.host is not None]}
+                              "hosts": [step.summary() for step, _reached in results if step.obj is not None]}
     if params["name"]:
-        result["host"] = results[0][0].host or {}
+        result["host"] = results[0][0].obj or {}
     missed = [(step, ref) for (step, reached), ref in zip(results, refs, strict=True) if not reached]
     if missed:
         result["failed"] = True
@@ -182,7 +182,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
             f"{ref} did not reach {wait_for}: it is {step.state or 'new'}"
             + (f" ({step.error})" if step.error else "") + ("" if step.error else f" after {params['wait_timeout']} s")
             for step, ref in missed)
-    elif params["name"] and results[0][0].host is None and wait_for != "deleted":
+    elif params["name"] and results[0][0].obj is None and wait_for != "deleted":
         result.update(failed=True, msg=f"{refs[0]} not found")
     return result
 

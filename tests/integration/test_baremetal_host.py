@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import IronicUnavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from tests.harness.ironic import RedfishEmulator, free_port
 
 BMC_PASSWORD = "Bmc-pa55word-9c1e"
@@ -46,7 +47,7 @@ def make_host(store, namespace: str, name: str, address: str, mac: str | None = 
 
 
 def step(store, client, ref) -> bmh.HostStep:
-    return bmh.reconcile_host(store, client, ref)
+    return bmh.reconcile_host(store, ironic_provisioners(client), ref)
 
 
 def wait(store, client, ref, *targets: str, timeout: float = 120) -> bmh.HostStep:
@@ -198,8 +199,8 @@ def test_ironic_down_fails_clearly_and_writes_nothing(store, namespace):
     ref = make_host(store, namespace, "nowhere", "fake://nowhere")
     before = store.get(ref)
     down = Ironic(IronicOptions(endpoint=f"http://127.0.0.1:{free_port()}", timeout=5))
-    with pytest.raises(Unavailable, match="did not answer"):
-        bmh.reconcile_host(store, down, ref)
+    with pytest.raises(IronicUnavailable, match="did not answer"):
+        bmh.reconcile_host(store, ironic_provisioners(down), ref)
     assert store.get(ref) == before
 
 

@@ -23,34 +23,33 @@ class Driver:
     driver: str
     driver_info: dict[str, Any]
     interfaces: dict[str, str] = field(default_factory=dict)
-    needs_provisioning_network: bool = False
 
     def shown(self) -> dict[str, Any]:
         """driver_info with the credentials replaced: for output, logs and status."""
         return {k: (HIDDEN if k in SECRET_KEYS else v) for k, v in self.driver_info.items()}
 
 
-# scheme → (driver, boot interface, the other interfaces, needs a provisioning network)
+# scheme → (driver, boot interface, the other interfaces)
 _REDFISH_INTERFACES = {"firmware_interface": "redfish", "raid_interface": "redfish", "inspect_interface": "redfish",
                        "management_interface": "redfish", "power_interface": "redfish"}
 _IDRAC_INTERFACES = {"bios_interface": "idrac-redfish", "management_interface": "idrac-redfish",
                      "power_interface": "idrac-redfish", "raid_interface": "idrac-redfish",
                      "vendor_interface": "idrac-redfish"}
-_SCHEMES: dict[str, tuple[str, str, dict[str, str], bool]] = {
-    "ipmi": ("ipmi", "ipxe", {"raid_interface": "no-raid"}, True),
-    "libvirt": ("ipmi", "ipxe", {"raid_interface": "no-raid"}, True),
-    "redfish": ("redfish", "ipxe", _REDFISH_INTERFACES, True),
-    "ilo5-redfish": ("redfish", "ipxe", _REDFISH_INTERFACES, True),
-    "redfish-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES, False),
-    "ilo5-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES, False),
-    "redfish-uefihttp": ("redfish", "redfish-https", _REDFISH_INTERFACES, False),
-    "idrac-redfish": ("idrac", "ipxe", _IDRAC_INTERFACES, True),
-    "idrac-virtualmedia": ("idrac", "idrac-redfish-virtual-media", _IDRAC_INTERFACES, False),
+_SCHEMES: dict[str, tuple[str, str, dict[str, str]]] = {
+    "ipmi": ("ipmi", "ipxe", {"raid_interface": "no-raid"}),
+    "libvirt": ("ipmi", "ipxe", {"raid_interface": "no-raid"}),
+    "redfish": ("redfish", "ipxe", _REDFISH_INTERFACES),
+    "ilo5-redfish": ("redfish", "ipxe", _REDFISH_INTERFACES),
+    "redfish-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES),
+    "ilo5-virtualmedia": ("redfish", "redfish-virtual-media", _REDFISH_INTERFACES),
+    "redfish-uefihttp": ("redfish", "redfish-https", _REDFISH_INTERFACES),
+    "idrac-redfish": ("idrac", "ipxe", _IDRAC_INTERFACES),
+    "idrac-virtualmedia": ("idrac", "idrac-redfish-virtual-media", _IDRAC_INTERFACES),
     # Ours: Ironic's fake-hardware type, for demos and tests without any BMC.
     "fake": ("fake-hardware", "fake", {"deploy_interface": "fake", "management_interface": "fake",
                                        "power_interface": "fake", "inspect_interface": "fake",
                                        "raid_interface": "fake", "bios_interface": "fake",
-                                       "vendor_interface": "fake", "console_interface": "fake"}, False),
+                                       "vendor_interface": "fake", "console_interface": "fake"}),
 }
 SCHEMES = tuple(sorted({*_SCHEMES, *(f"{s}+{t}" for s in _SCHEMES if s not in ("fake",) for t in ("http", "https"))}))
 
@@ -78,7 +77,7 @@ def driver_for(address: str, username: str, password: str, disable_certificate_v
         raise Invalid(f"{field}: Invalid value: {address!r}: no host")
     if any(c.isspace() or not c.isprintable() for c in address):  # Go's url.Parse refuses them too
         raise Invalid(f"{field}: Invalid value: {address!r}: must not contain spaces or control characters")
-    driver, boot, interfaces, provisioning_network = _SCHEMES[scheme]
+    driver, boot, interfaces = _SCHEMES[scheme]
     info: dict[str, Any]
     if driver == "ipmi":
         info = {"ipmi_address": host, "ipmi_port": port or 623, "ipmi_username": username, "ipmi_password": password}
@@ -96,4 +95,4 @@ def driver_for(address: str, username: str, password: str, disable_certificate_v
             info["redfish_verify_ca"] = False
     else:
         info = {}
-    return Driver(driver, info, {"boot_interface": boot, **interfaces}, provisioning_network)
+    return Driver(driver, info, {"boot_interface": boot, **interfaces})

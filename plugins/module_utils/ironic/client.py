@@ -3,9 +3,10 @@
 """Ironic through openstacksdk: the few calls a BareMetalHost reconcile makes, and their errors.
 
 openstacksdk is imported on first use (~0.3 s), so hosts that never reach Ironic
-(paused, unmanaged) cost nothing. Every openstacksdk error leaves this module as
-IronicUnavailable (Ironic does not answer: nothing should be written) or
-IronicError (Ironic answered and refused: the host records it).
+(paused, unmanaged) cost nothing. Every openstacksdk error leaves this module as one of the
+engine's Ironic errors (core/errors.py), never as a store error: IronicUnavailable (Ironic
+does not answer, or cannot be used: nothing should be written) or IronicRefused (Ironic
+answered and refused: the host records it).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import IronicRejected, IronicUnavailable
 
 # Ironic provision states in which a node is busy with inspect, clean, deploy or undeploy: what
 # upstream's PROVISIONING_LIMIT counts (ironic.go HasCapacity).
@@ -27,12 +28,8 @@ NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power
                "deploy_interface", "boot_interface", "automated_clean")
 
 
-class IronicUnavailable(Unavailable):
-    """Ironic did not answer (down, unreachable, timing out)."""
-
-
-class IronicError(BadRequest):
-    """Ironic answered and refused the request; the message is Ironic's."""
+class IronicRefused(IronicRejected):
+    """Ironic answered and refused the request; the message is Ironic's, ``status_code`` its HTTP status."""
 
     def __init__(self, message: str, status_code: int | None = None):
         super().__init__(message)
@@ -82,8 +79,8 @@ class Ironic:
         try:
             import openstack
         except ImportError:
-            raise BadRequest("Ironic: the Python library 'openstacksdk' is needed on the controller "
-                             "(pip install openstacksdk)") from None
+            raise IronicUnavailable("Ironic: the Python library 'openstacksdk' is needed on the controller "
+                                    "(pip install openstacksdk)") from None
         opts = self.options
         # No baremetal_api_version: openstacksdk negotiates the newest both sides speak (firmware_interface
         # needs 1.86; upstream's floor for an external Ironic is 1.81).
@@ -98,7 +95,7 @@ class Ironic:
                 return openstack.connect(load_yaml_config=False, load_envvars=False, **settings)
             return openstack.connect(cloud=opts.cloud or os.environ.get("OS_CLOUD") or "metal3", **settings)
         except Exception as e:  # openstacksdk's config errors: no such cloud, unreadable clouds.yaml
-            raise BadRequest(f"Ironic: cannot use {opts.describe()}: {_first_line(e)}") from None
+            raise IronicUnavailable(f"Ironic: cannot use {opts.describe()}: {_first_line(e)}") from None
 
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         """openstacksdk's baremetal proxy ``method``; the proxy is made here, as making it may reach Ironic."""
@@ -113,7 +110,7 @@ class Ironic:
             if e.status_code is None or e.status_code in (502, 503, 504):
                 raise IronicUnavailable(f"Ironic at {self.options.describe()} did not answer ({what}): "
                                         f"{_first_line(e)}") from None
-            raise IronicError(f"Ironic refused to {what}: {_ironic_message(e)}", e.status_code) from None
+            raise IronicRefused(f"Ironic refused to {what}: {_ironic_message(e)}", e.status_code) from None
         except (sdk.SDKException, OSError) as e:
             raise IronicUnavailable(f"Ironic at {self.options.describe()} did not answer ({what}): "
                                     f"{_first_line(e)}") from None
@@ -181,6 +178,21 @@ class Ironic:
         """What inspection found (Ironic's inventory), or None when it stored none."""
         return self._call(f"read the inventory of node {node['name']}", "get_node_inventory",
                           node["id"])
+
+    def inspection_finished_at(self, node: Node) -> str | None:
+        """When Ironic last finished inspecting the node (None: never, or one is running).
+
+        Ironic sets it as an inspection ends and clears it as one starts, whatever the inspect interface;
+        openstacksdk does not map the field, so it is read from the API (1.6 has it, 1.8 filters fields).
+        """
+        response = self._call(f"read node {node['name']}", "get", f"/nodes/{node['id']}",
+                              params={"fields": "inspection_finished_at"}, microversion="1.8")
+        if response is None or response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise IronicRefused(f"Ironic refused to read node {node['name']}: {response.text.strip()[:200]}",
+                                response.status_code)
+        return response.json().get("inspection_finished_at")
 
     def take_provisioning_slot(self, limit: int) -> tuple[bool, int]:
         """Whether one more node may start inspecting, cleaning, deploying or undeploying (and the busy count).

@@ -1,61 +1,15 @@
-"""The BareMetalHost engine's pure parts, and its state machine against a scripted Ironic."""
+"""The BareMetalHost state machine over the Ironic provisioner, against a scripted Ironic."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-
-# image, boot mode → instance_info (upstream's mapping of BMH image fields)
-INSTANCE_INFO = [
-    ({"url": "http://i/os.qcow2", "checksum": "abc", "format": "qcow2"}, None,
-     {"image_source": "http://i/os.qcow2", "image_disk_format": "qcow2", "image_checksum": "abc"}),
-    ({"url": "http://i/os.img", "checksum": "f" * 64, "checksumType": "sha256"}, "UEFI",
-     {"image_source": "http://i/os.img", "image_os_hash_algo": "sha256", "image_os_hash_value": "f" * 64,
-      "capabilities": {"boot_mode": "uefi"}}),
-    ({"url": "http://i/os.img", "checksum": "http://i/os.img.sha512sum", "checksumType": "sha512"}, "legacy",
-     {"image_source": "http://i/os.img", "image_checksum": "http://i/os.img.sha512sum",
-      "capabilities": {"boot_mode": "bios"}}),
-    ({"url": "http://i/live.iso", "format": "live-iso"}, None, {"boot_iso": "http://i/live.iso"}),
-    ({}, None, {}),
-]
-
-
-@pytest.mark.parametrize(("image", "boot_mode", "expected"), INSTANCE_INFO)
-def test_instance_info(image, boot_mode, expected):
-    assert bmh.instance_info(image, boot_mode) == expected
-
-
-def test_root_device_hints_use_ironics_names():
-    hints = {"deviceName": "/dev/sda", "serialNumber": "S1", "minSizeGigabytes": 200, "rotational": False,
-             "wwnWithExtension": "0x5000"}
-    assert bmh.root_device_hints(hints) == {"name": "/dev/sda", "serial": "S1", "size": ">= 200",
-                                            "rotational": False, "wwn_with_extension": "0x5000"}
-    assert bmh.root_device_hints(None) == {}
-
-
-def test_hardware_details_from_an_inventory_and_from_properties():
-    inventory = {"inventory": {
-        "cpu": {"architecture": "x86_64", "model_name": "Xeon", "frequency": "2400", "count": 16, "flags": ["vmx"]},
-        "memory": {"physical_mb": 65536},
-        "system_vendor": {"manufacturer": "Acme", "product_name": "R1", "serial_number": "SN"},
-        "interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:00:01", "ipv4_address": "10.0.0.5",
-                        "speed_mbps": 25000, "pxe_enabled": True}],
-        "disks": [{"name": "/dev/sda", "size": 480103981056, "rotational": False, "model": "SSD"}],
-        "hostname": "h0"}}
-    details = bmh.hardware_details({"properties": {}}, inventory)
-    assert details["cpu"] == {"arch": "x86_64", "model": "Xeon", "clockMegahertz": 2400.0, "flags": ["vmx"],
-                              "count": 16}
-    assert details["ramMebibytes"] == 65536 and details["hostname"] == "h0"
-    assert details["nics"][0]["speedGbps"] == 25 and details["nics"][0]["pxe"] is True
-    assert details["storage"][0]["sizeBytes"] == 480103981056
-    from_properties = bmh.hardware_details({"properties": {"cpus": 4, "memory_mb": 8192, "cpu_arch": "aarch64",
-                                                           "local_gb": 10}}, None)
-    assert from_properties["cpu"]["count"] == 4 and from_properties["cpu"]["arch"] == "aarch64"
-    assert from_properties["storage"] == [{"name": "", "sizeBytes": 10 * 1024 ** 3}]
 
 
 class ScriptedIronic:
@@ -77,7 +31,8 @@ class ScriptedIronic:
                 "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
                 "instance_info": {}, "driver": driver, "driver_info": driver_info,
                 "properties": properties, "deploy_interface": interfaces.get("deploy_interface"),
-                "boot_interface": "ipxe", "automated_clean": automated_clean, "mac": mac}
+                "boot_interface": "ipxe", "automated_clean": automated_clean, "mac": mac,
+                "inspection_finished_at": None}
         self.nodes[node["id"]] = node
         return dict(node)
 
@@ -91,6 +46,8 @@ class ScriptedIronic:
     def set_provision_state(self, node, target, **kwargs):
         self.calls.append(target)
         self.nodes[node["id"]]["provision_state"] = self.TARGETS[target]
+        if target == "inspect":
+            self.nodes[node["id"]]["inspection_finished_at"] = "2026-01-01T00:00:00+00:00"
 
     def set_power_state(self, node, target):
         self.nodes[node["id"]]["power_state"] = "power off" if "off" in target else "power on"
@@ -103,6 +60,9 @@ class ScriptedIronic:
 
     def inventory(self, node):
         return None
+
+    def inspection_finished_at(self, node):
+        return self.nodes[node["id"]]["inspection_finished_at"]
 
     def take_provisioning_slot(self, limit):
         return self.busy < limit, self.busy
@@ -122,9 +82,13 @@ def host(store, name="h", **spec) -> Ref:
     return Ref(bmh.API, bmh.KIND, name, "ns")
 
 
+def reconcile(store, ironic, ref, limit=20):
+    return bmh.reconcile_host(store, ironic_provisioners(ironic, limit), ref)
+
+
 def settle(store, ironic, ref, limit=20, steps=30):
     for _step in range(steps):
-        last = bmh.reconcile_host(store, ironic, ref, provisioning_limit=limit)
+        last = reconcile(store, ironic, ref, limit)
         if last.requeue_after is None or last.requeue_after >= bmh.DELAYED:
             return last
     raise AssertionError(f"not settled: {last}")
@@ -152,7 +116,7 @@ def test_registration_errors_back_off_and_clear_once_the_cause_is_gone(store):
     ironic = ScriptedIronic()
     ref = host(store)
     store.delete(Ref("v1", "Secret", "bmc", "ns"))
-    delays = [bmh.reconcile_host(store, ironic, ref).requeue_after for _step in range(4)]
+    delays = [reconcile(store, ironic, ref).requeue_after for _step in range(4)]
     assert delays == [5.0, 10.0, 20.0, 40.0]
     st = store.get(ref)["status"]
     assert st["errorType"] == "registration error" and st["errorCount"] == 4
@@ -168,16 +132,16 @@ def test_wait_for_host_stops_at_the_target_at_a_lasting_error_or_at_the_timeout(
         it = iter(script)
         return lambda: next(it)
 
-    ok = bmh.HostStep({"status": {}}, "provisioned", requeue_after=None)
-    busy = bmh.HostStep({"status": {}}, "provisioning", requeue_after=0.5)
-    stuck = bmh.HostStep({"status": {"errorType": "provisioning error", "errorMessage": "x"}}, "provisioning")
+    ok = bmh.HostStep({"status": {}}, state="provisioned", requeue_after=None)
+    busy = bmh.HostStep({"status": {}}, state="provisioning", requeue_after=0.5)
+    stuck = bmh.HostStep({"status": {"errorType": "provisioning error", "errorMessage": "x"}}, state="provisioning")
     slept: list[float] = []
-    powering = bmh.HostStep({"status": {}}, "provisioned", requeue_after=0.5)
+    powering = bmh.HostStep({"status": {}}, state="provisioned", requeue_after=0.5)
     assert bmh.wait_for_host(steps(busy, busy, powering, ok), ("provisioned",), 10, slept.append) == (ok, True)
     assert slept == [0.5, 0.5, 0.5]
     assert bmh.wait_for_host(steps(busy, stuck), ("provisioned",), 10, slept.append)[1] is False
     assert bmh.wait_for_host(steps(*[busy] * 5), ("provisioned",), 0, slept.append)[1] is False
-    gone = bmh.HostStep(None, "deleting")
+    gone = bmh.HostStep(None, state="deleting")
     assert bmh.wait_for_host(steps(busy, gone), ("deleted",), 10, slept.append) == (gone, True)
 
 
@@ -188,12 +152,12 @@ def test_wait_for_host_stops_at_the_target_at_a_lasting_error_or_at_the_timeout(
 def test_a_bmc_address_that_cannot_be_read_is_a_registration_error_until_the_spec_changes(store, address, message):
     ironic = ScriptedIronic()
     ref = host(store, bmc={"address": address, "credentialsName": "bmc"})
-    first = bmh.reconcile_host(store, ironic, ref)
+    first = reconcile(store, ironic, ref)
     assert first.requeue_after is None  # recorded, not retried: the same address cannot work next time
     status = store.get(ref)["status"]
     assert status["errorType"] == "registration error" and status["operationalStatus"] == "error"
     assert status["errorMessage"].startswith(message)
-    again = bmh.reconcile_host(store, ironic, ref)
+    again = reconcile(store, ironic, ref)
     assert again.requeue_after is None and not again.changed and store.get(ref)["status"]["errorCount"] == 1
     assert ironic.nodes == {}
     store.patch(ref, {"spec": {"bmc": {"address": "fake://x"}}})
@@ -213,7 +177,7 @@ class FailingInspection(ScriptedIronic):
         stored = self.nodes[node["id"]]
         if target == "inspect":
             self.calls.append(target)
-            stored["provision_state"] = self.inspection_ends_in
+            stored.update(provision_state=self.inspection_ends_in, inspection_finished_at=None)
             if self.inspection_ends_in == "inspect failed":
                 stored.update(last_error="Failed to inspect hardware: no Processors",
                               target_provision_state="manageable")
@@ -247,7 +211,7 @@ def test_a_host_whose_inspection_failed_moves_on_once_inspection_is_disabled(sto
                                                                              hardware, expected):
     ironic = FailingInspection(inspection_ends_in)
     ref = host(store)
-    steps = [bmh.reconcile_host(store, ironic, ref) for _step in range(4)]
+    steps = [reconcile(store, ironic, ref) for _step in range(4)]
     assert steps[-1].state == "inspecting" and "inspect" in ironic.calls
     if inspection_ends_in == "inspect failed":
         assert steps[-1].requeue_after >= bmh.BACKOFF_BASE  # backing off, inspecting again and again
@@ -264,3 +228,55 @@ def test_a_host_whose_inspection_failed_moves_on_once_inspection_is_disabled(sto
     node = ironic.get_node("ns~h")
     assert node["provision_state"] == ("active" if expected == "provisioned" else "manageable")
     assert ironic.calls.count("inspect") == inspections  # never inspected again
+
+
+class FailingDeploy(ScriptedIronic):
+    """Ironic whose every deploy fails, keeping the instance_info it was given, as Ironic does."""
+
+    def set_provision_state(self, node, target, **kwargs):
+        super().set_provision_state(node, target, **kwargs)
+        if target == "active":
+            self.nodes[node["id"]].update(provision_state="deploy failed", last_error="Image download failed")
+
+
+def losing_the_status_write_of(ironic, target, store, monkeypatch):
+    """The first status write once Ironic was asked for ``target`` is lost (the host changed meanwhile)."""
+    asked = ironic.set_provision_state
+
+    def set_provision_state(node, wanted, **kwargs):
+        asked(node, wanted, **kwargs)
+        if wanted == target and ironic.calls.count(target) == 1:
+            written = store.update_status
+
+            def lost(obj, dry_run=False):
+                monkeypatch.setattr(store, "update_status", written)
+                raise Conflict(f"{Ref.of(obj)}: the object has been modified")
+            monkeypatch.setattr(store, "update_status", lost)
+    monkeypatch.setattr(ironic, "set_provision_state", set_provision_state)
+
+
+# decision → the Ironic call whose status write is lost → how often Ironic is asked, where the host ends
+LOST_WRITES = [
+    pytest.param(ScriptedIronic, {}, "inspect", 1, "available", "", id="inspection-already-started"),
+    pytest.param(FailingDeploy, {"image": {"url": "http://i/os.img", "checksum": "abc"}}, "active", 1,
+                 "provisioning", "provisioning error", id="image-already-failed"),
+]
+
+
+@pytest.mark.parametrize(("ironic_kind", "spec", "target", "asked", "state", "error"), LOST_WRITES)
+def test_decisions_survive_a_lost_status_write(store, monkeypatch, ironic_kind, spec, target, asked, state, error):
+    ironic = ironic_kind()
+    ref = host(store, **spec)
+    losing_the_status_write_of(ironic, target, store, monkeypatch)
+    last = settle(store, ironic, ref)
+    assert ironic.calls.count(target) == asked  # not asked again: Ironic's state told the step it was done
+    assert (last.state, store.get(ref)["status"].get("errorType", "")) == (state, error)
+
+
+def test_a_new_image_after_a_failed_one_is_deployed(store):
+    ironic = FailingDeploy()
+    ref = host(store, image={"url": "http://i/os.img"})
+    assert settle(store, ironic, ref).error.startswith("provisioning error: Image download failed")
+    store.patch(ref, {"spec": {"image": {"url": "http://i/fixed.img"}}})
+    settle(store, ironic, ref)
+    assert ironic.calls.count("active") == 2

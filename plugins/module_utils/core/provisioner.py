@@ -1,0 +1,128 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The seam between the BareMetalHost state machine and what provisions hosts, as baremetal-operator draws it.
+
+The state machine (``hosts/baremetalhost.py``) knows BareMetalHost states only; a ``Provisioner`` knows its
+back end's (Ironic's provision states live in ``ironic/provisioner.py`` and nowhere else; a fixture answers
+in the table tests). Every operation is level-based: called again and again, it starts what is not started,
+reports what is under way, and says when it is done. It lives here, at the bottom, so that both the state
+machine and the Ironic implementation stand on it without importing each other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+POLL = 0.5  # seconds between looks at an operation under way
+DELAYED = 5.0  # seconds before asking again for a provisioning slot
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    """What one provisioner call came to: done (neither dirty nor error), under way, or failed."""
+
+    dirty: bool = False  # an operation is under way (or was just started): look again after requeue_after
+    requeue_after: float | None = None
+    error: str = ""  # the operation failed; the host records this message
+    retry: bool = True  # with error: False when the same attempt cannot succeed until the spec changes
+    delayed: bool = False  # with dirty: waiting for a provisioning slot, nothing started
+    message: str = ""  # what was done, for people
+
+    @property
+    def done(self) -> bool:
+        return not self.dirty and not self.error
+
+
+@dataclass(frozen=True)
+class Registration(ProvisionResult):
+    provisioner_id: str = ""  # the back end's name for the host once it knows it (Ironic's node UUID)
+    credentials_sent: bool = False  # the BMC credentials went to the back end (status.triedCredentials)
+
+
+@dataclass(frozen=True)
+class Inspection(ProvisionResult):
+    started: bool = False  # an inspection is running that this call started or found running
+    hardware: dict[str, Any] | None = None  # status.hardware, once done
+
+
+@dataclass(frozen=True)
+class Power(ProvisionResult):
+    powered_on: bool = False  # as the back end last saw the host
+    rebooted: bool = False  # the reboot asked for was started
+
+
+@dataclass(frozen=True)
+class Capacity:
+    granted: bool
+    message: str = ""  # why not, for people
+
+
+@dataclass(frozen=True)
+class BMCAccess:
+    address: str
+    username: str = field(repr=False)  # never in a log line or a traceback's locals
+    password: str = field(repr=False)
+    disable_certificate_verification: bool = False
+
+
+@dataclass(frozen=True)
+class HostData:
+    """What a provisioner needs of a host's spec, its secrets already read by the state machine."""
+
+    bmc: BMCAccess
+    boot_mac: str = ""
+    boot_mode: str = ""
+    architecture: str = ""
+    automated_clean: bool = True
+    image: dict[str, Any] = field(default_factory=dict)  # spec.image, field names as upstream spells them
+    custom_deploy: str = ""  # spec.customDeploy.method
+    root_device_hints: dict[str, Any] = field(default_factory=dict)
+
+
+class Provisioner(Protocol):
+    """One host's provisioner for one reconcile (it may keep what it read for the reconcile's length)."""
+
+    def register(self, host: HostData, credentials_changed: bool,
+                 before_create: Callable[[], None]) -> Registration:
+        """Make the back end know and manage the host; ``before_create`` runs before it first creates it."""
+        ...
+
+    def inspect(self, refresh: bool) -> Inspection:
+        """Inspect the hardware once (again when ``refresh``); done with the details once inspected."""
+        ...
+
+    def prepare(self) -> ProvisionResult:
+        """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped)."""
+        ...
+
+    def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
+        """Deploy ``host.image`` (or its custom deploy); an image that already failed is not tried again."""
+        ...
+
+    def adopt(self, host: HostData) -> ProvisionResult:
+        """Take over a host that already runs its image (registered again after a detach, or external)."""
+        ...
+
+    def deprovision(self, automated_clean: bool) -> ProvisionResult:
+        """Remove the image (and clean, unless disabled)."""
+        ...
+
+    def power(self, on: bool, reboot: str = "") -> Power:
+        """Power on or off; ``reboot`` ('hard' or 'soft') reboots a host that is to be on."""
+        ...
+
+    def detach(self) -> ProvisionResult:
+        """Forget the host, leaving it as it is."""
+        ...
+
+    def delete(self) -> ProvisionResult:
+        """Forget the host for good (it is being deleted)."""
+        ...
+
+    def has_capacity(self) -> Capacity:
+        """Whether one more host may start a long operation (inspect, clean, deploy) now."""
+        ...
+
+
+# (name of the host for the provisioner, its provisioner ID or "") -> the host's provisioner
+ProvisionerFactory = Callable[[str, str], Provisioner]

@@ -1,0 +1,403 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The host provisioner over Ironic: the only code that knows Ironic's provision states.
+
+Each operation of ``core/provisioner.Provisioner`` reads the host's node (once per reconcile), takes the
+step Ironic's state calls for and answers with a small result, as baremetal-operator's Ironic provisioner
+does. What Ironic refuses becomes the result's error (a node locked by another operation, HTTP 409, is
+"look again soon"); Ironic not answering raises IronicUnavailable, so that the host records nothing.
+Decisions that must survive a lost status write are taken from Ironic's own state: an inspection is
+started or over by the node's state and inspection_finished_at, an image already failed by the node's
+instance_info.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, TypeVar
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, IronicRejected
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
+    DELAYED,
+    POLL,
+    Capacity,
+    HostData,
+    Inspection,
+    Power,
+    ProvisionerFactory,
+    ProvisionResult,
+    Registration,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import HIDDEN, Driver, driver_for
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import (
+    VIRTUAL_MEDIA_BOOT,
+    Ironic,
+    Node,
+)
+
+ROOT_DEVICE_HINTS = {"deviceName": "name", "hctl": "hctl", "model": "model", "vendor": "vendor",
+                     "serialNumber": "serial", "wwn": "wwn", "wwnWithExtension": "wwn_with_extension",
+                     "wwnVendorExtension": "wwn_vendor_extension", "rotational": "rotational"}
+BOOT_MODES = {"UEFI": "uefi", "UEFISecureBoot": "uefi", "legacy": "bios"}
+
+# Node states in which Ironic is working and a reconcile only looks again.
+CLEANING_OR_DEPLOYING = ("cleaning", "clean wait", "deploying", "wait call-back", "deleting", "verifying")
+UNDEPLOYING = ("deleting", "cleaning", "clean wait", "deploying", "inspecting", "verifying")
+# Node states that run an image (or failed to), from which undeploy starts.
+DEPLOYED = ("active", "deploy failed", "wait call-back", "adopt failed")
+# Node states Ironic deletes a node from without maintenance mode.
+DELETABLE = ("available", "manageable", "enroll", "adopt failed", "inspect failed", "clean failed")
+DETACHABLE = ("available", "manageable", "enroll")
+
+R = TypeVar("R", bound=ProvisionResult)
+
+
+def _answers(kind: type[R]) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """What Ironic refuses becomes the operation's result: a locked node is looked at again soon."""
+    def wrap(operation: Callable[..., R]) -> Callable[..., R]:
+        @functools.wraps(operation)
+        def answered(*args: Any, **kwargs: Any) -> R:
+            try:
+                return operation(*args, **kwargs)
+            except IronicRejected as e:
+                if getattr(e, "status_code", None) == 409:  # the node is locked by an operation in progress
+                    return kind(dirty=True, requeue_after=POLL, message=str(e))
+                return kind(error=str(e))
+        return answered
+    return wrap
+
+
+def _busy(message: str = "") -> ProvisionResult:
+    return ProvisionResult(dirty=True, requeue_after=POLL, message=message)
+
+
+class IronicProvisioner:
+    """One host's node in Ironic, for one reconcile."""
+
+    def __init__(self, ironic: Ironic, name: str, provisioner_id: str, limit: int = 20):
+        self.ironic, self.name, self.provisioner_id, self.limit = ironic, name, provisioner_id, limit
+        self._node: Node | None = None
+
+    def _find(self) -> Node | None:
+        """The host's node, by ID or name, read once per reconcile: a step that changes it ends the reconcile."""
+        if self._node is None:
+            node = self.ironic.get_node(self.provisioner_id) if self.provisioner_id else None
+            self._node = node or self.ironic.get_node(self.name)
+        return self._node
+
+    def _registered(self) -> Node:
+        node = self._find()
+        if node is None:  # the state machine registers before any other operation
+            raise IronicRejected(f"Ironic has no node {self.name}")
+        return node
+
+    # -- registration --------------------------------------------------------------------------------------
+    @_answers(Registration)
+    def register(self, host: HostData, credentials_changed: bool,
+                 before_create: Callable[[], None]) -> Registration:
+        try:
+            driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
+                                host.bmc.disable_certificate_verification)
+        except Invalid as e:  # a BMC address that cannot be read stays so until the spec changes: no retries
+            return Registration(error=str(e), retry=False)
+        mac = host.boot_mac.lower()
+        node = self._find()
+        if node is None and mac:
+            node = self.ironic.node_by_mac(mac)
+            if node is not None and node["name"] != self.name:
+                return Registration(error=f"MAC address {mac} conflicts with existing node {node['name']} "
+                                          f"({node['id']})")
+        sent, message = False, ""
+        if node is None:
+            before_create()
+            interfaces = dict(driver.interfaces)
+            deploy = _deploy_interface(host, driver)
+            if deploy:
+                interfaces["deploy_interface"] = deploy
+            properties: dict[str, Any] = {}
+            if host.boot_mode in BOOT_MODES:
+                properties["capabilities"] = f"boot_mode:{BOOT_MODES[host.boot_mode]}"
+            if host.architecture:
+                properties["cpu_arch"] = host.architecture
+            node = self.ironic.create_node(self.name, driver.driver, driver.driver_info, interfaces, properties,
+                                           mac or None, host.automated_clean)
+            sent, message = True, f"registered node {node['name']}"
+        elif _bmc_changed(node, driver, credentials_changed):
+            node = self.ironic.patch_node(node, {"driver": driver.driver, "driver_info": driver.driver_info})
+            sent, message = True, f"updated the BMC of node {node['name']}"
+        self._node = node
+        if node["provision_state"] == "enroll":
+            if not node["target_provision_state"]:
+                self.ironic.set_provision_state(node, "manage")
+                sent = True
+                if node["last_error"]:  # the previous attempt failed; this one is the retry
+                    return Registration(error=node["last_error"], provisioner_id=node["id"], credentials_sent=True)
+            return Registration(dirty=True, requeue_after=POLL, provisioner_id=node["id"], credentials_sent=sent,
+                                message=message)
+        if node["provision_state"] == "verifying":
+            return Registration(dirty=True, requeue_after=POLL, provisioner_id=node["id"], credentials_sent=sent,
+                                message=message)
+        return Registration(provisioner_id=node["id"], credentials_sent=sent, message=message)
+
+    # -- inspection and preparation ------------------------------------------------------------------------
+    @_answers(Inspection)
+    def inspect(self, refresh: bool) -> Inspection:
+        node = self._registered()
+        state = node["provision_state"]
+        if state in ("inspecting", "inspect wait"):
+            return Inspection(dirty=True, requeue_after=POLL, started=True)
+        # Over when Ironic says it finished one: not from the host's status, which a lost write can drop.
+        if state == "manageable" and not refresh and self.ironic.inspection_finished_at(node):
+            return Inspection(hardware=hardware_details(node, self.ironic.inventory(node)), message="inspected")
+        if state == "available":
+            self.ironic.set_provision_state(node, "manage")
+            return Inspection(dirty=True, requeue_after=POLL)
+        capacity = self.has_capacity()
+        if not capacity.granted:
+            return Inspection(dirty=True, requeue_after=DELAYED, delayed=True, message=capacity.message)
+        self.ironic.set_provision_state(node, "inspect")
+        if state == "inspect failed":
+            return Inspection(error=node["last_error"] or "inspection failed", started=True)
+        return Inspection(dirty=True, requeue_after=POLL, started=True, message="inspecting")
+
+    @_answers(ProvisionResult)
+    def prepare(self) -> ProvisionResult:
+        node = self._registered()
+        state = node["provision_state"]
+        if state == "inspecting":
+            return _busy()
+        if state == "inspect wait":
+            self.ironic.set_provision_state(node, "abort")
+            return _busy("aborting the inspection")
+        if state == "inspect failed":  # Ironic may leave target_provision_state set here: manage clears it
+            self.ironic.set_provision_state(node, "manage")
+            return _busy("taking the node back to manageable")
+        return ProvisionResult()
+
+    # -- provisioning --------------------------------------------------------------------------------------
+    @_answers(ProvisionResult)
+    def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
+        node = self._registered()
+        state = node["provision_state"]
+        if state == "manageable":
+            self._sync_automated_clean(node, host.automated_clean)
+            self.ironic.set_provision_state(node, "provide")
+            return _busy("cleaning" if host.automated_clean else "providing")
+        if state in CLEANING_OR_DEPLOYING:
+            return _busy()
+        if state == "clean failed":
+            self.ironic.set_provision_state(node, "manage")
+            return ProvisionResult(error=node["last_error"] or "cleaning failed")
+        # The image that failed is the one Ironic holds: not a status field a lost write could have dropped.
+        if state == "deploy failed" and _deployed(node, host):
+            return ProvisionResult(error=node["last_error"] or "deploy failed", retry=False)
+        if state in ("available", "deploy failed"):
+            self._deploy(node, host, config_drive)
+            return _busy(f"deploying {host.image.get('url') or host.custom_deploy}")
+        if state == "active":
+            return ProvisionResult(message="provisioned")
+        return ProvisionResult(error=f"Ironic node {node['name']} is in state {state!r}, which provisioning "
+                                     "cannot continue from", retry=False)
+
+    def _deploy(self, node: Node, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> None:
+        driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
+                            host.bmc.disable_certificate_verification)  # read by register() in this reconcile
+        changes: dict[str, Any] = {"instance_info": instance_info(host.image, host.boot_mode)}
+        deploy = _deploy_interface(host, driver)
+        if deploy and deploy != node["deploy_interface"]:
+            changes["deploy_interface"] = deploy
+        hints = root_device_hints(host.root_device_hints)
+        if hints:
+            changes["properties"] = {**(node["properties"] or {}), "root_device": hints}
+        kwargs: dict[str, Any] = {}
+        if host.image.get("format") != "live-iso":
+            kwargs["config_drive"] = config_drive()  # before any change: a config drive that fails changes nothing
+        self.ironic.patch_node(node, changes)
+        self.ironic.set_provision_state(node, "active", **kwargs)
+
+    @_answers(ProvisionResult)
+    def adopt(self, host: HostData) -> ProvisionResult:
+        node = self._registered()
+        state = node["provision_state"]
+        if state == "active":
+            return ProvisionResult()
+        if state == "adopting":
+            return _busy()
+        if state in ("manageable", "adopt failed"):
+            self.ironic.patch_node(node, {"instance_info": instance_info(host.image, host.boot_mode)})
+            self.ironic.set_provision_state(node, "adopt")
+            if state == "adopt failed":
+                return ProvisionResult(error=node["last_error"] or "adoption failed")
+            return _busy("adopting")
+        return ProvisionResult(error=f"Ironic node {node['name']} is in state {state!r}")
+
+    @_answers(ProvisionResult)
+    def deprovision(self, automated_clean: bool) -> ProvisionResult:
+        node = self._find()
+        if node is None:
+            return ProvisionResult(message="deprovisioned")
+        state = node["provision_state"]
+        if state in DEPLOYED:
+            capacity = self.has_capacity()
+            if not capacity.granted:
+                return ProvisionResult(dirty=True, requeue_after=DELAYED, delayed=True, message=capacity.message)
+            self._sync_automated_clean(node, automated_clean)
+            self.ironic.set_provision_state(node, "deleted")
+            return _busy("deprovisioning")
+        if state in UNDEPLOYING:
+            return _busy()
+        if state == "clean failed":
+            self.ironic.set_provision_state(node, "manage")
+            return ProvisionResult(error=node["last_error"] or "cleaning failed")
+        return ProvisionResult(message="deprovisioned")
+
+    def _sync_automated_clean(self, node: Node, automated_clean: bool) -> None:
+        """Ironic cleans on provide and undeploy as automatedCleaningMode says (metadata: yes, disabled: no)."""
+        if node["automated_clean"] != automated_clean:
+            self.ironic.patch_node(node, {"automated_clean": automated_clean})
+
+    # -- power ---------------------------------------------------------------------------------------------
+    @_answers(Power)
+    def power(self, on: bool, reboot: str = "") -> Power:
+        node = self._find()
+        if node is None:
+            return Power()
+        # What Ironic last saw, whatever it answers to what is asked now (a locked node, say).
+        return dataclasses.replace(self._power(node, on, reboot), powered_on=node["power_state"] == "power on")
+
+    @_answers(Power)
+    def _power(self, node: Node, on: bool, reboot: str) -> Power:
+        powered_on = node["power_state"] == "power on"
+        if node["target_power_state"]:
+            return Power(dirty=True, requeue_after=POLL, powered_on=powered_on)
+        if on and reboot:
+            self.ironic.set_power_state(node, "soft rebooting" if reboot == "soft" else "rebooting")
+            return Power(dirty=True, requeue_after=POLL, powered_on=powered_on, rebooted=True, message="rebooting")
+        if on and not powered_on:
+            self.ironic.set_power_state(node, "power on")
+            return Power(dirty=True, requeue_after=POLL, powered_on=powered_on, message="powering on")
+        if not on and node["power_state"] not in ("power off", None):
+            self.ironic.set_power_state(node, "power off")
+            return Power(dirty=True, requeue_after=POLL, powered_on=powered_on, message="powering off")
+        return Power(powered_on=powered_on)
+
+    # -- forgetting the host -------------------------------------------------------------------------------
+    @_answers(ProvisionResult)
+    def detach(self) -> ProvisionResult:
+        node = self._find()
+        if node is None:
+            return ProvisionResult()
+        if not node["maintenance"] and node["provision_state"] not in DETACHABLE:
+            self.ironic.set_maintenance(node, "BareMetalHost detached")
+        self.ironic.delete_node(node)
+        return ProvisionResult(message=f"Ironic node {node['name']} removed")
+
+    @_answers(ProvisionResult)
+    def delete(self) -> ProvisionResult:
+        node = self._find()
+        if node is None:
+            return ProvisionResult()
+        if node["provision_state"] not in DELETABLE and not node["maintenance"]:
+            self.ironic.set_maintenance(node, "BareMetalHost deleted")
+        self.ironic.delete_node(node)
+        return ProvisionResult(message=f"Ironic node {node['name']} removed")
+
+    def has_capacity(self) -> Capacity:
+        """Busy nodes booting from virtual media are not counted, and need no slot, as upstream's."""
+        node = self._find()
+        if node is not None and node["boot_interface"] in VIRTUAL_MEDIA_BOOT:
+            return Capacity(True)
+        granted, busy = self.ironic.take_provisioning_slot(self.limit)
+        if granted:
+            return Capacity(True)
+        return Capacity(False, f"delayed: {busy} hosts are busy (provisioning limit {self.limit})")
+
+
+def ironic_provisioners(ironic: Ironic, limit: int = 20) -> ProvisionerFactory:
+    """The factory the state machine takes: each host's provisioner over one Ironic client."""
+    return functools.partial(IronicProvisioner, ironic, limit=limit)
+
+
+# -- Ironic's view of the spec: pure functions ------------------------------------------------------------
+
+def _deploy_interface(host: HostData, driver: Driver) -> str | None:
+    if host.image.get("format") == "live-iso":
+        return "ramdisk"
+    if host.custom_deploy:
+        return "custom-agent"
+    return driver.interfaces.get("deploy_interface")
+
+
+def _deployed(node: Node, host: HostData) -> bool:
+    """Whether the node holds this host's image (or custom deploy) already: its last deploy was of it."""
+    wanted = instance_info(host.image, host.boot_mode)
+    held = node["instance_info"] or {}
+    same_image = all(held.get(key) == value for key, value in wanted.items() if key != "capabilities")
+    if host.custom_deploy:
+        return same_image and node["deploy_interface"] == "custom-agent"
+    return same_image and bool(host.image.get("url"))
+
+
+def _bmc_changed(node: Node, driver: Driver, credentials_changed: bool) -> bool:
+    """A new BMC address or new credentials: Ironic shows no passwords, so the secret's version tells."""
+    shown = {k: v for k, v in driver.shown().items() if v != HIDDEN}
+    current = {k: v for k, v in (node["driver_info"] or {}).items() if k in shown}
+    return node["driver"] != driver.driver or current != shown or credentials_changed
+
+
+def instance_info(image: dict[str, Any], boot_mode: str | None = None) -> dict[str, Any]:
+    """instance_info for an image, as upstream fills it (a live ISO boots as boot_iso, ramdisk deploy)."""
+    info: dict[str, Any] = {}
+    if image.get("format") == "live-iso":
+        info["boot_iso"] = image.get("url")
+    elif image.get("url"):
+        info["image_source"] = image["url"]
+        if image.get("format"):
+            info["image_disk_format"] = image["format"]
+        checksum, kind = image.get("checksum"), image.get("checksumType") or "auto"
+        if checksum and (kind in ("md5", "auto") or checksum.startswith(("http://", "https://", "file://"))):
+            info["image_checksum"] = checksum
+        elif checksum:
+            info.update(image_os_hash_algo=kind, image_os_hash_value=checksum)
+    if boot_mode in BOOT_MODES:
+        info["capabilities"] = {"boot_mode": BOOT_MODES[boot_mode]}
+    return info
+
+
+def root_device_hints(hints: dict[str, Any] | None) -> dict[str, Any]:
+    result = {ROOT_DEVICE_HINTS[k]: v for k, v in (hints or {}).items() if k in ROOT_DEVICE_HINTS}
+    if (hints or {}).get("minSizeGigabytes"):
+        result["size"] = f">= {hints['minSizeGigabytes']}"  # type: ignore[index]
+    return result
+
+
+def hardware_details(node: Node, inventory: dict[str, Any] | None) -> dict[str, Any]:
+    """status.hardware from what Ironic inspection stored (its inventory), else the node's properties."""
+    inv = (inventory or {}).get("inventory") or {}
+    props = node.get("properties") or {}
+    cpu, vendor, memory = inv.get("cpu") or {}, inv.get("system_vendor") or {}, inv.get("memory") or {}
+    bios = (vendor.get("firmware") or {}) if isinstance(vendor.get("firmware"), dict) else {}
+    details: dict[str, Any] = {
+        "systemVendor": {"manufacturer": vendor.get("manufacturer", ""), "productName": vendor.get("product_name", ""),
+                         "serialNumber": vendor.get("serial_number", "")},
+        "firmware": {"bios": {"vendor": bios.get("vendor", ""), "version": bios.get("version", ""),
+                              "date": bios.get("build_date", "")}},
+        "ramMebibytes": int(memory.get("physical_mb") or props.get("memory_mb") or 0),
+        "cpu": {"arch": cpu.get("architecture") or props.get("cpu_arch", ""), "model": cpu.get("model_name", ""),
+                "clockMegahertz": float(cpu.get("frequency") or 0), "flags": cpu.get("flags") or [],
+                "count": int(cpu.get("count") or props.get("cpus") or 0)},
+        "nics": [{"name": nic.get("name", ""), "mac": nic.get("mac_address", ""),
+                  "ip": nic.get("ipv4_address") or nic.get("ipv6_address") or "",
+                  "speedGbps": int((nic.get("speed_mbps") or 0) // 1000), "pxe": bool(nic.get("pxe_enabled")),
+                  "model": " ".join(filter(None, (nic.get("vendor"), nic.get("product"))))}
+                 for nic in inv.get("interfaces") or []],
+        "storage": [{"name": disk.get("name", ""), "sizeBytes": int(disk.get("size") or 0),
+                     "rotational": bool(disk.get("rotational")), "model": disk.get("model") or "",
+                     "serialNumber": disk.get("serial") or "", "vendor": disk.get("vendor") or "",
+                     "wwn": disk.get("wwn") or "", "hctl": disk.get("hctl") or ""}
+                    for disk in inv.get("disks") or []],
+        "hostname": inv.get("hostname", ""),
+    }
+    if not details["storage"] and props.get("local_gb"):
+        details["storage"] = [{"name": "", "sizeBytes": int(props["local_gb"]) * 1024 ** 3}]
+    return details

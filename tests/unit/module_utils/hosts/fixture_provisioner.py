@@ -1,0 +1,94 @@
+"""A fixture provisioner, as baremetal-operator's pkg/provisioner/fixture: each operation gives the answer it is
+told to (done, by default) and is recorded, so that state-machine tests need no Ironic and take milliseconds."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
+    Capacity,
+    HostData,
+    Inspection,
+    Power,
+    ProvisionResult,
+    Registration,
+)
+
+HARDWARE = {"cpu": {"arch": "x86_64", "count": 4}, "ramMebibytes": 8192}
+PROVISIONER_ID = "fixture-id"
+
+
+@dataclass
+class Answers:
+    """What each operation answers; ``creates`` makes register() create the host (before_create runs), and a
+    provision() that is under way reads the config drive, as a deploy that starts does."""
+
+    register: Registration = field(default_factory=lambda: Registration(provisioner_id=PROVISIONER_ID))
+    creates: bool = False
+    inspect: Inspection = field(default_factory=lambda: Inspection(hardware=HARDWARE))
+    prepare: ProvisionResult = field(default_factory=ProvisionResult)
+    provision: ProvisionResult = field(default_factory=ProvisionResult)
+    adopt: ProvisionResult = field(default_factory=ProvisionResult)
+    deprovision: ProvisionResult = field(default_factory=ProvisionResult)
+    power: Power = field(default_factory=Power)
+    detach: ProvisionResult = field(default_factory=ProvisionResult)
+    delete: ProvisionResult = field(default_factory=ProvisionResult)
+    capacity: Capacity = field(default_factory=lambda: Capacity(True))
+
+
+@dataclass
+class FixtureProvisioner:
+    answers: Answers
+    calls: list[str] = field(default_factory=list)
+    made_for: list[tuple[str, str]] = field(default_factory=list)  # (name, provisioner ID) per reconcile
+    config_drives: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, name: str, provisioner_id: str) -> FixtureProvisioner:
+        """The factory the state machine takes: the same fixture for every host."""
+        self.made_for.append((name, provisioner_id))
+        return self
+
+    def register(self, host: HostData, credentials_changed: bool,
+                 before_create: Callable[[], None]) -> Registration:
+        self.calls.append("register" + (" (credentials changed)" if credentials_changed else ""))
+        if self.answers.creates:
+            before_create()
+        return self.answers.register
+
+    def inspect(self, refresh: bool) -> Inspection:
+        self.calls.append("inspect" + (" (refresh)" if refresh else ""))
+        return self.answers.inspect
+
+    def prepare(self) -> ProvisionResult:
+        self.calls.append("prepare")
+        return self.answers.prepare
+
+    def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
+        self.calls.append(f"provision {host.image.get('url') or host.custom_deploy}")
+        if self.answers.provision.dirty:
+            self.config_drives.append(config_drive())
+        return self.answers.provision
+
+    def adopt(self, host: HostData) -> ProvisionResult:
+        self.calls.append("adopt")
+        return self.answers.adopt
+
+    def deprovision(self, automated_clean: bool) -> ProvisionResult:
+        self.calls.append("deprovision" + ("" if automated_clean else " (no cleaning)"))
+        return self.answers.deprovision
+
+    def power(self, on: bool, reboot: str = "") -> Power:
+        self.calls.append(f"power {'on' if on else 'off'}" + (f" ({reboot} reboot)" if reboot else ""))
+        return self.answers.power
+
+    def detach(self) -> ProvisionResult:
+        self.calls.append("detach")
+        return self.answers.detach
+
+    def delete(self) -> ProvisionResult:
+        self.calls.append("delete")
+        return self.answers.delete
+
+    def has_capacity(self) -> Capacity:
+        self.calls.append("has_capacity")
+        return self.answers.capacity

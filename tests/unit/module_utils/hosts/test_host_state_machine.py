@@ -1,0 +1,322 @@
+"""The BareMetalHost state machine, table-driven as upstream's host_state_machine_test.go: a host in a state,
+with a spec (or annotations, or a deletion), meets a provisioner answer; one reconcile later it is in the
+expected state, asks to come back when expected, records the expected error, and called the provisioner's
+operations in the expected order. No Ironic: a fixture provisioner answers (fixture_provisioner.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
+    DELAYED,
+    POLL,
+    Capacity,
+    Inspection,
+    Power,
+    ProvisionResult,
+    Registration,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.unit.module_utils.hosts.fixture_provisioner import HARDWARE, PROVISIONER_ID, Answers, FixtureProvisioner
+
+S = bmh  # the states, upstream's strings
+BUSY = ProvisionResult(dirty=True, requeue_after=POLL)
+FAILED = ProvisionResult(error="it broke")
+FAILED_FOR_GOOD = ProvisionResult(error="it broke", retry=False)
+NO_SLOT = ProvisionResult(dirty=True, requeue_after=DELAYED, delayed=True, message="delayed: 20 hosts are busy")
+IMAGE = {"image": {"url": "http://i/os.img", "checksum": "abc"}}
+ONLINE = {"online": True}
+REGISTERED = ("register",)
+SENT = Registration(dirty=True, requeue_after=POLL, provisioner_id=PROVISIONER_ID, credentials_sent=True)
+BACKOFF = bmh.BACKOFF_BASE  # the first retry of a failure
+
+
+@dataclass(frozen=True)
+class Case:
+    state: str  # where the host is
+    then: str | None  # where one reconcile takes it (None: deleted)
+    requeue: float | None  # when it asks to come back (None: only when something changes)
+    error: str = ""  # the errorType it records
+    calls: tuple[str, ...] | None = None  # the provisioner's operations, in order (None: not checked)
+    answers: dict[str, Any] = field(default_factory=dict)  # Answers' fields that are not "done at once"
+    spec: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    deleting: bool = False
+    check: Callable[[dict[str, Any]], bool] | None = None  # on the host as stored afterwards
+
+
+def case(name: str, state: str, then: str | None, requeue: float | None, **kwargs: Any) -> Any:
+    return pytest.param(Case(state, then, requeue, **kwargs), id=name)
+
+
+def status_of(**expected: Any) -> Callable[[dict[str, Any]], bool]:
+    return lambda host: all(host["status"].get(key) == value for key, value in expected.items())
+
+
+CASES = [
+    # -- registration: none, unmanaged, registering ------------------------------------------------------
+    case("none-without-bmc-is-unmanaged", S.NONE, S.UNMANAGED, None, spec={"bmc": None}, calls=()),
+    case("unmanaged-stays-without-bmc", S.UNMANAGED, S.UNMANAGED, None, spec={"bmc": None}, calls=()),
+    case("none-registers-and-waits", S.NONE, S.REGISTERING, POLL, answers={"register": SENT}, calls=REGISTERED,
+         check=lambda h: h["status"]["triedCredentials"]["credentials"]["name"] == "bmc"),
+    case("none-creating-adds-the-finalizer", S.NONE, S.REGISTERING, POLL,
+         answers={"creates": True, "register": SENT},
+         check=lambda h: h["metadata"]["finalizers"] == [bmh.FINALIZER]
+         and h["status"]["operationHistory"]["register"]["start"]),
+    case("unmanaged-given-a-bmc-registers", S.UNMANAGED, S.REGISTERING, POLL, answers={"register": SENT},
+         calls=REGISTERED),
+    case("registration-failure-backs-off", S.REGISTERING, S.REGISTERING, BACKOFF, error=S.REGISTRATION_ERROR,
+         answers={"register": Registration(error="MAC address in use")}, check=status_of(errorCount=1)),
+    case("registration-failure-for-good-rests", S.REGISTERING, S.REGISTERING, None, error=S.REGISTRATION_ERROR,
+         answers={"register": Registration(error="bad address", retry=False)}),
+    case("missing-credentials-secret-is-a-registration-error", S.REGISTERING, S.REGISTERING, BACKOFF,
+         error=S.REGISTRATION_ERROR, spec={"bmc": {"address": "fake://x", "credentialsName": "gone"}}, calls=()),
+    case("missing-credentials-stop-a-new-host-before-the-provisioner", S.NONE, S.REGISTERING, BACKOFF,
+         error=S.REGISTRATION_ERROR, spec={"bmc": {"address": "fake://x", "credentialsName": "gone"}}, calls=(),
+         check=lambda h: not h["metadata"].get("finalizers")),
+    case("registered-moves-to-inspecting", S.REGISTERING, S.INSPECTING, POLL,
+         answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)},
+         calls=("register", "register", "inspect"),
+         check=lambda h: h["status"]["provisioning"]["ID"] == PROVISIONER_ID),
+    case("match-profile-is-registering", S.MATCH_PROFILE, S.INSPECTING, POLL,
+         answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)}),
+    case("registered-externally-provisioned", S.REGISTERING, S.EXTERNALLY_PROVISIONED, None,
+         spec={"externallyProvisioned": True}, calls=("register", "register", "adopt", "power off")),
+    case("registered-without-inspection-is-prepared", S.REGISTERING, S.AVAILABLE, None,
+         spec={"inspectionMode": "disabled"}, calls=("register", "register", "prepare", "register", "power off")),
+    case("registered-without-inspection-takes-hardware-by-hand", S.REGISTERING, S.AVAILABLE, None,
+         spec={"inspectionMode": "disabled"},
+         annotations={bmh.HARDWARE_DETAILS_ANNOTATION: '{"cpu": {"count": 2}}'},
+         check=status_of(hardware={"cpu": {"count": 2}})),
+    case("hardware-by-hand-that-is-no-json-is-an-error", S.REGISTERING, S.REGISTERING, None,
+         error=S.REGISTRATION_ERROR, spec={"inspectionMode": "disabled"},
+         annotations={bmh.HARDWARE_DETAILS_ANNOTATION: "{"}),
+    case("new-credentials-are-sent", S.AVAILABLE, S.AVAILABLE, None,
+         status={"goodCredentials": {"credentials": {"name": "bmc", "namespace": "ns"}, "credentialsVersion": "0"}},
+         calls=("register (credentials changed)", "power off")),
+    case("provisioned-host-registration-failure", S.PROVISIONED, S.PROVISIONED, BACKOFF,
+         error=S.PROVISIONED_REGISTRATION_ERROR, spec=IMAGE, answers={"register": Registration(error="no BMC")}),
+    case("registration-under-way-in-a-later-state-waits", S.PROVISIONED, S.PROVISIONED, POLL, spec=IMAGE,
+         answers={"register": Registration(dirty=True, requeue_after=POLL)}, calls=REGISTERED),
+
+    # -- inspecting ----------------------------------------------------------------------------------------
+    case("inspection-under-way", S.INSPECTING, S.INSPECTING, POLL,
+         answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)}, calls=("register", "inspect"),
+         check=lambda h: h["status"]["operationHistory"]["inspect"]["start"]),
+    case("inspection-waits-for-a-slot", S.INSPECTING, S.INSPECTING, DELAYED,
+         answers={"inspect": Inspection(dirty=True, requeue_after=DELAYED, delayed=True, message="delayed")},
+         check=status_of(operationalStatus="delayed")),
+    case("inspection-failure-backs-off", S.INSPECTING, S.INSPECTING, BACKOFF, error=S.INSPECTION_ERROR,
+         answers={"inspect": Inspection(error="no Processors", started=True)}),
+    case("inspected-is-prepared-and-available", S.INSPECTING, S.AVAILABLE, None,
+         calls=("register", "inspect", "register", "prepare", "register", "power off"),
+         check=lambda h: h["status"]["hardware"] == HARDWARE and h["status"]["operationHistory"]["inspect"]["end"]),
+    case("inspected-while-busy-preparing", S.INSPECTING, S.PREPARING, POLL, answers={"prepare": BUSY}),
+    case("inspection-disabled-by-spec-is-skipped", S.INSPECTING, S.PREPARING, POLL,
+         spec={"inspectionMode": "disabled"}, answers={"prepare": BUSY}, calls=("register", "register", "prepare")),
+    case("inspection-disabled-by-annotation-is-skipped", S.INSPECTING, S.PREPARING, POLL,
+         annotations={bmh.INSPECT_ANNOTATION: "disabled"}, answers={"prepare": BUSY}),
+    case("skipping-a-failed-inspection-clears-its-error", S.INSPECTING, S.AVAILABLE, None,
+         spec={"inspectionMode": "disabled"},
+         status={"errorType": S.INSPECTION_ERROR, "errorMessage": "x", "errorCount": 3},
+         check=status_of(errorCount=0, operationalStatus="OK")),
+    case("reinspection-keeps-its-annotation-until-started", S.INSPECTING, S.INSPECTING, DELAYED,
+         annotations={bmh.INSPECT_ANNOTATION: ""},
+         answers={"inspect": Inspection(dirty=True, requeue_after=DELAYED, delayed=True)},
+         calls=("register", "inspect (refresh)"),
+         check=lambda h: bmh.INSPECT_ANNOTATION in h["metadata"]["annotations"]),
+    case("reinspection-started-drops-its-annotation", S.INSPECTING, S.INSPECTING, POLL,
+         annotations={bmh.INSPECT_ANNOTATION: ""},
+         answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)},
+         check=lambda h: bmh.INSPECT_ANNOTATION not in (h["metadata"].get("annotations") or {})),
+
+    # -- preparing -----------------------------------------------------------------------------------------
+    case("preparation-under-way", S.PREPARING, S.PREPARING, POLL, answers={"prepare": BUSY}),
+    case("preparation-failure-backs-off", S.PREPARING, S.PREPARING, BACKOFF, error=S.PREPARATION_ERROR,
+         answers={"prepare": FAILED}),
+    case("prepared-records-hints-and-boot-mode", S.PREPARING, S.AVAILABLE, None,
+         spec={"rootDeviceHints": {"deviceName": "/dev/sda"}, "bootMode": "UEFI"},
+         check=lambda h: h["status"]["provisioning"]["rootDeviceHints"] == {"deviceName": "/dev/sda"}
+         and h["status"]["provisioning"]["bootMode"] == "UEFI"),
+
+    # -- available and ready ---------------------------------------------------------------------------------
+    case("available-and-off-rests", S.AVAILABLE, S.AVAILABLE, None, calls=("register", "power off"),
+         check=status_of(operationalStatus="OK", poweredOn=False)),
+    case("available-powers-on", S.AVAILABLE, S.AVAILABLE, POLL, spec=ONLINE,
+         answers={"power": Power(dirty=True, requeue_after=POLL, message="powering on")},
+         calls=("register", "power on")),
+    case("available-and-on-rests", S.AVAILABLE, S.AVAILABLE, None, spec=ONLINE,
+         answers={"power": Power(powered_on=True)}, check=status_of(poweredOn=True)),
+    case("power-failure-is-a-power-management-error", S.AVAILABLE, S.AVAILABLE, BACKOFF,
+         error=S.POWER_MANAGEMENT_ERROR, answers={"power": Power(error="BMC timeout")}),
+    case("power-back-to-normal-clears-the-error", S.AVAILABLE, S.AVAILABLE, None,
+         status={"errorType": S.POWER_MANAGEMENT_ERROR, "errorMessage": "x", "errorCount": 2,
+                 "operationalStatus": "error"}, check=status_of(errorCount=0, operationalStatus="OK")),
+    case("ready-is-available", S.READY, S.READY, None, calls=("register", "power off")),
+    case("hard-reboot-asked", S.AVAILABLE, S.AVAILABLE, POLL, spec=ONLINE, annotations={bmh.REBOOT_ANNOTATION: ""},
+         answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True, powered_on=True)},
+         calls=("register", "power on (hard reboot)"),
+         check=lambda h: bmh.REBOOT_ANNOTATION not in (h["metadata"].get("annotations") or {})),
+    case("soft-reboot-asked", S.PROVISIONED, S.PROVISIONED, POLL, spec={**ONLINE, **IMAGE},
+         annotations={bmh.REBOOT_ANNOTATION: '{"mode": "soft"}'},
+         answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True)},
+         calls=("register", "adopt", "power on (soft reboot)")),
+    case("reboot-not-started-keeps-its-annotation", S.AVAILABLE, S.AVAILABLE, POLL, spec=ONLINE,
+         annotations={bmh.REBOOT_ANNOTATION: ""}, answers={"power": Power(dirty=True, requeue_after=POLL)},
+         check=lambda h: bmh.REBOOT_ANNOTATION in h["metadata"]["annotations"]),
+    case("reboot-of-an-offline-host-is-no-reboot", S.AVAILABLE, S.AVAILABLE, None,
+         annotations={bmh.REBOOT_ANNOTATION: ""}, calls=("register", "power off")),
+    case("power-held-off-by-a-reboot-annotation", S.AVAILABLE, S.AVAILABLE, None, spec=ONLINE,
+         annotations={bmh.REBOOT_ANNOTATION + "/remediation": ""}, calls=("register", "power off")),
+    case("image-given-with-a-slot-starts-provisioning", S.AVAILABLE, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY}, calls=("register", "has_capacity", "register", "provision http://i/os.img"),
+         check=lambda h: h["status"]["operationHistory"]["provision"]["start"]),
+    case("image-given-without-a-slot-waits", S.AVAILABLE, S.AVAILABLE, DELAYED, spec=IMAGE,
+         answers={"capacity": Capacity(False, "delayed: 20 hosts are busy")}, calls=("register", "has_capacity"),
+         check=status_of(operationalStatus="delayed")),
+    case("inspection-asked-by-annotation", S.AVAILABLE, S.INSPECTING, POLL, annotations={bmh.INSPECT_ANNOTATION: ""},
+         answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)},
+         calls=("register", "register", "inspect (refresh)")),
+    case("available-externally-provisioned", S.AVAILABLE, S.EXTERNALLY_PROVISIONED, None,
+         spec={"externallyProvisioned": True}),
+
+    # -- provisioning --------------------------------------------------------------------------------------
+    case("deploy-under-way", S.PROVISIONING, S.PROVISIONING, POLL, spec=IMAGE, answers={"provision": BUSY},
+         calls=("register", "provision http://i/os.img")),
+    case("deploy-failure-backs-off", S.PROVISIONING, S.PROVISIONING, BACKOFF, error=S.PROVISIONING_ERROR,
+         spec=IMAGE, answers={"provision": FAILED}),
+    case("image-that-failed-is-not-tried-again", S.PROVISIONING, S.PROVISIONING, None, error=S.PROVISIONING_ERROR,
+         spec=IMAGE, answers={"provision": FAILED_FOR_GOOD}),
+    case("deployed-is-provisioned", S.PROVISIONING, S.PROVISIONED, None, spec=IMAGE,
+         calls=("register", "provision http://i/os.img", "register", "adopt", "power off"),
+         check=lambda h: h["status"]["provisioning"]["image"] == IMAGE["image"]
+         and h["status"]["operationHistory"]["provision"]["end"]),
+    case("custom-deploy-is-recorded", S.PROVISIONING, S.PROVISIONED, None, spec={"customDeploy": {"method": "m"}},
+         calls=("register", "provision m", "register", "adopt", "power off"),
+         check=lambda h: h["status"]["provisioning"]["customDeploy"] == {"method": "m"}),
+    case("image-removed-while-provisioning", S.PROVISIONING, S.DEPROVISIONING, POLL,
+         answers={"deprovision": BUSY}, calls=("register", "register", "deprovision")),
+    case("config-drive-from-missing-user-data-is-an-error", S.PROVISIONING, S.PROVISIONING, BACKOFF,
+         error=S.PROVISIONING_ERROR, spec={**IMAGE, "userData": {"name": "missing"}}, answers={"provision": BUSY}),
+    case("config-drive-from-another-namespace-is-refused", S.PROVISIONING, S.PROVISIONING, None,
+         error=S.PROVISIONING_ERROR, spec={**IMAGE, "userData": {"name": "u", "namespace": "other"}},
+         answers={"provision": BUSY}),
+
+    # -- provisioned -----------------------------------------------------------------------------------------
+    case("provisioned-and-on-rests", S.PROVISIONED, S.PROVISIONED, None, spec={**IMAGE, **ONLINE},
+         answers={"power": Power(powered_on=True)}, calls=("register", "adopt", "power on")),
+    case("provisioned-being-adopted", S.PROVISIONED, S.PROVISIONED, POLL, spec=IMAGE, answers={"adopt": BUSY},
+         calls=("register", "adopt")),
+    case("adoption-failure", S.PROVISIONED, S.PROVISIONED, BACKOFF, error=S.PROVISIONED_REGISTRATION_ERROR,
+         spec=IMAGE, answers={"adopt": FAILED}),
+    case("image-removed-deprovisions", S.PROVISIONED, S.DEPROVISIONING, POLL, answers={"deprovision": BUSY},
+         calls=("register", "register", "deprovision")),
+    case("externally-provisioned-keeps-no-image", S.EXTERNALLY_PROVISIONED, S.EXTERNALLY_PROVISIONED, None,
+         calls=("register", "adopt", "power off")),
+
+    # -- deprovisioning --------------------------------------------------------------------------------------
+    case("undeploy-under-way", S.DEPROVISIONING, S.DEPROVISIONING, POLL, answers={"deprovision": BUSY},
+         check=lambda h: h["status"]["operationHistory"]["deprovision"]["start"]),
+    case("undeploy-waits-for-a-slot", S.DEPROVISIONING, S.DEPROVISIONING, DELAYED, answers={"deprovision": NO_SLOT},
+         check=status_of(operationalStatus="delayed")),
+    case("undeploy-without-cleaning", S.DEPROVISIONING, S.DEPROVISIONING, POLL,
+         spec={"automatedCleaningMode": "disabled"}, answers={"deprovision": BUSY},
+         calls=("register", "deprovision (no cleaning)")),
+    case("cleaning-failure", S.DEPROVISIONING, S.DEPROVISIONING, BACKOFF, error=S.PROVISIONING_ERROR,
+         answers={"deprovision": FAILED}),
+    case("deprovisioned-is-available", S.DEPROVISIONING, S.AVAILABLE, None,
+         status={"provisioning": {"image": IMAGE["image"]}},
+         check=lambda h: h["status"]["provisioning"]["image"] == {}),
+    case("deprovisioned-with-a-new-image-provisions-it", S.DEPROVISIONING, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY}),
+
+    # -- deletion ------------------------------------------------------------------------------------------
+    case("deleted-available-host-powers-off", S.AVAILABLE, S.POWERING_OFF_BEFORE_DELETE, POLL, deleting=True,
+         answers={"power": Power(dirty=True, requeue_after=POLL)}, calls=("power off",)),
+    case("deleted-host-powered-off-is-removed", S.POWERING_OFF_BEFORE_DELETE, None, None, deleting=True,
+         calls=("power off", "delete")),
+    case("deleted-host-that-keeps-its-power", S.AVAILABLE, None, None, deleting=True,
+         spec={"disablePowerOff": True}, calls=("delete",)),
+    case("deleted-provisioned-host-deprovisions-first", S.PROVISIONED, S.DEPROVISIONING, POLL, deleting=True,
+         spec=IMAGE, answers={"deprovision": BUSY}, calls=("deprovision",)),
+    case("deleted-host-deprovisioned-is-removed", S.DEPROVISIONING, None, None, deleting=True,
+         calls=("deprovision", "power off", "delete")),
+    case("deleted-host-the-provisioner-cannot-forget", S.DELETING, S.DELETING, BACKOFF, deleting=True,
+         error=S.REGISTRATION_ERROR, answers={"delete": FAILED}),
+    case("deleted-unmanaged-host-is-removed", S.UNMANAGED, None, None, deleting=True, spec={"bmc": None}),
+
+    # -- detached and paused -------------------------------------------------------------------------------
+    case("detached-host-is-forgotten", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
+         annotations={bmh.DETACHED_ANNOTATION: ""}, calls=("detach",),
+         check=lambda h: h["status"]["operationalStatus"] == "detached" and "ID" not in h["status"]["provisioning"]),
+    case("detach-under-way", S.AVAILABLE, S.AVAILABLE, POLL, annotations={bmh.DETACHED_ANNOTATION: ""},
+         answers={"detach": BUSY}),
+    case("detach-failure", S.AVAILABLE, S.AVAILABLE, BACKOFF, error=S.DETACH_ERROR,
+         annotations={bmh.DETACHED_ANNOTATION: ""}, answers={"detach": FAILED}),
+    case("paused-host-is-left-alone", S.PROVISIONING, S.PROVISIONING, None, spec=IMAGE,
+         annotations={bmh.PAUSED_ANNOTATION: ""}, calls=()),
+]
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LocalStore(str(tmp_path / "store.db")) as opened:
+        yield opened
+
+
+def make_host(store: LocalStore, case: Case) -> Ref:
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": "ns"},
+                  "stringData": {"username": "u", "password": "p"}})
+    spec = {"online": False, "bmc": {"address": "fake://x", "credentialsName": "bmc"}, **case.spec}
+    spec = {key: value for key, value in spec.items() if value is not None}  # None: the field is left out
+    metadata: dict[str, Any] = {"name": "h", "namespace": "ns", "annotations": dict(case.annotations)}
+    if case.state not in (bmh.NONE, bmh.UNMANAGED) or case.deleting:
+        metadata["finalizers"] = [bmh.FINALIZER]
+    host = store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": metadata, "spec": spec})
+    provisioning = {"state": case.state, **({"ID": PROVISIONER_ID} if case.state else {}),
+                    **case.status.get("provisioning", {})}
+    status = {"errorCount": 0, **case.status, "provisioning": provisioning}
+    store.update_status({**host, "status": status})
+    ref = Ref.of(host)
+    if case.deleting:
+        store.delete(ref)
+    return ref
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_host_state_machine(store, case: Case):
+    ref = make_host(store, case)
+    fixture = FixtureProvisioner(Answers(**case.answers))
+    step = bmh.reconcile_host(store, fixture, ref)
+    if case.then is None:
+        assert step.obj is None and store.get_if_exists(ref) is None, step
+    else:
+        host = store.get(ref)
+        status = host["status"]
+        outcome = (step.state, step.requeue_after, status.get("errorType", ""))
+        assert outcome == (case.then, case.requeue, case.error), step.message
+        assert status["provisioning"]["state"] == case.then
+    if case.calls is not None:
+        assert fixture.calls == list(case.calls)
+    if case.check is not None:
+        assert case.check(store.get(ref)), store.get(ref)
+
+
+def test_there_are_enough_scenarios_to_specify_the_machine():
+    assert len(CASES) >= 60
+
+
+# Ironic's provision states that are not also BareMetalHost states.
+IRONIC_STATES = ("enroll", "verifying", "manageable", "inspect wait", "inspect failed", "cleaning", "clean wait",
+                 "clean failed", "deploying", "wait call-back", "deploy failed", "active", "adopting", "adopt failed")
+
+
+def test_the_state_machine_knows_no_ironic_state():
+    source = Path(bmh.__file__).read_text()
+    assert [state for state in IRONIC_STATES if f'"{state}"' in source] == []

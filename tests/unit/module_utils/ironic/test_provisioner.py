@@ -1,0 +1,268 @@
+"""The Ironic provisioner: what each operation asks of Ironic in each node state, and what it answers; and
+Ironic's view of a BareMetalHost's spec and inspection data."""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import provisioner as seam
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import POLL, BMCAccess, HostData
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic import provisioner as ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicRefused
+
+# image, boot mode → instance_info (upstream's mapping of BMH image fields)
+INSTANCE_INFO = [
+    ({"url": "http://i/os.qcow2", "checksum": "abc", "format": "qcow2"}, None,
+     {"image_source": "http://i/os.qcow2", "image_disk_format": "qcow2", "image_checksum": "abc"}),
+    ({"url": "http://i/os.img", "checksum": "f" * 64, "checksumType": "sha256"}, "UEFI",
+     {"image_source": "http://i/os.img", "image_os_hash_algo": "sha256", "image_os_hash_value": "f" * 64,
+      "capabilities": {"boot_mode": "uefi"}}),
+    ({"url": "http://i/os.img", "checksum": "http://i/os.img.sha512sum", "checksumType": "sha512"}, "legacy",
+     {"image_source": "http://i/os.img", "image_checksum": "http://i/os.img.sha512sum",
+      "capabilities": {"boot_mode": "bios"}}),
+    ({"url": "http://i/live.iso", "format": "live-iso"}, None, {"boot_iso": "http://i/live.iso"}),
+    ({}, None, {}),
+]
+
+
+@pytest.mark.parametrize(("image", "boot_mode", "expected"), INSTANCE_INFO)
+def test_instance_info(image, boot_mode, expected):
+    assert ironic.instance_info(image, boot_mode) == expected
+
+
+def test_root_device_hints_use_ironics_names():
+    hints = {"deviceName": "/dev/sda", "serialNumber": "S1", "minSizeGigabytes": 200, "rotational": False,
+             "wwnWithExtension": "0x5000"}
+    assert ironic.root_device_hints(hints) == {"name": "/dev/sda", "serial": "S1", "size": ">= 200",
+                                               "rotational": False, "wwn_with_extension": "0x5000"}
+    assert ironic.root_device_hints(None) == {}
+
+
+def test_hardware_details_from_an_inventory_and_from_properties():
+    inventory = {"inventory": {
+        "cpu": {"architecture": "x86_64", "model_name": "Xeon", "frequency": "2400", "count": 16, "flags": ["vmx"]},
+        "memory": {"physical_mb": 65536},
+        "system_vendor": {"manufacturer": "Acme", "product_name": "R1", "serial_number": "SN"},
+        "interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:00:01", "ipv4_address": "10.0.0.5",
+                        "speed_mbps": 25000, "pxe_enabled": True}],
+        "disks": [{"name": "/dev/sda", "size": 480103981056, "rotational": False, "model": "SSD"}],
+        "hostname": "h0"}}
+    details = ironic.hardware_details({"properties": {}}, inventory)
+    assert details["cpu"] == {"arch": "x86_64", "model": "Xeon", "clockMegahertz": 2400.0, "flags": ["vmx"],
+                              "count": 16}
+    assert details["ramMebibytes"] == 65536 and details["hostname"] == "h0"
+    assert details["nics"][0]["speedGbps"] == 25 and details["nics"][0]["pxe"] is True
+    assert details["storage"][0]["sizeBytes"] == 480103981056
+    from_properties = ironic.hardware_details({"properties": {"cpus": 4, "memory_mb": 8192, "cpu_arch": "aarch64",
+                                                              "local_gb": 10}}, None)
+    assert from_properties["cpu"]["count"] == 4 and from_properties["cpu"]["arch"] == "aarch64"
+    assert from_properties["storage"] == [{"name": "", "sizeBytes": 10 * 1024 ** 3}]
+
+
+class RecordingIronic:
+    """One node in a given state; every change asked of Ironic is recorded, none is made."""
+
+    def __init__(self, node: dict[str, Any] | None, other: dict[str, Any] | None = None, busy: int = 0,
+                 refuse: int | None = None):
+        self.node, self.other, self.busy, self.refuse = node, other, busy, refuse
+        self.calls: list[str] = []
+
+    def _record(self, call: str) -> None:
+        if self.refuse is not None:
+            raise IronicRefused("Ironic refused: node locked" if self.refuse == 409 else "Ironic refused", self.refuse)
+        self.calls.append(call)
+
+    def get_node(self, name_or_id):
+        return self.node
+
+    def node_by_mac(self, mac):
+        return self.other
+
+    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean):
+        self.calls.append(f"create {driver} {interfaces.get('deploy_interface')}")
+        self.node = node(provision_state="enroll")
+        return self.node
+
+    def patch_node(self, node, changes):
+        self._record("patch " + ",".join(sorted(changes)))
+        return {**node, **changes}
+
+    def set_provision_state(self, node, target, **kwargs):
+        self._record(target + (" with a config drive" if "config_drive" in kwargs else ""))
+
+    def set_power_state(self, node, target):
+        self._record(target)
+
+    def set_maintenance(self, node, reason):
+        self._record("maintenance")
+
+    def delete_node(self, node):
+        self._record("delete")
+
+    def inventory(self, node):
+        return {"inventory": {"cpu": {"count": 8}}}
+
+    def inspection_finished_at(self, node):
+        return node.get("inspection_finished_at")
+
+    def take_provisioning_slot(self, limit):
+        return self.busy < limit, self.busy
+
+
+IMAGE = {"url": "http://i/os.img", "checksum": "abc"}
+HOST = HostData(BMCAccess("fake://x", "u", "p"), image=IMAGE)
+HOST_WITH_MAC = HostData(BMCAccess("fake://x", "u", "p"), boot_mac="52:54:00:00:00:01")
+DEPLOYED = {"image_source": IMAGE["url"], "image_checksum": "abc"}
+FINISHED = {"inspection_finished_at": "2026-01-01T00:00:00+00:00"}
+
+
+def node(**fields: Any) -> dict[str, Any]:
+    return {"id": "uuid-1", "name": "ns~h", "provision_state": "manageable", "target_provision_state": None,
+            "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
+            "instance_info": {}, "driver": "fake-hardware", "driver_info": {}, "properties": {},
+            "deploy_interface": "fake", "boot_interface": "fake", "automated_clean": True, **fields}
+
+
+def register(provisioner):
+    return provisioner.register(HOST_WITH_MAC, False, lambda: None)
+
+
+def answer(result: seam.ProvisionResult) -> str:
+    """done, busy, delayed, failed or failed for good; with what the result adds."""
+    word = ("failed" + ("" if result.retry else " for good") if result.error else "delayed" if result.delayed
+            else "busy" if result.dirty else "done")
+    extras = [name for name in ("started", "rebooted", "credentials_sent") if getattr(result, name, False)]
+    if getattr(result, "hardware", None):
+        extras.append("hardware")
+    return " ".join([word, *extras])
+
+
+# operation, the node (None: no node), how Ironic answers → what is asked of Ironic, the answer
+OPERATIONS = [
+    # register
+    pytest.param(register, None, {}, ["create fake-hardware fake", "manage"], "busy credentials_sent", id="reg-new"),
+    pytest.param(register, None, {"other": node(name="ns~other")}, [], "failed", id="reg-mac-of-another-node"),
+    pytest.param(lambda p: p.register(HostData(BMCAccess("wsman://x", "u", "p")), False, lambda: None), None, {},
+                 [], "failed for good", id="reg-unreadable-address"),
+    pytest.param(register, node(provision_state="enroll", target_provision_state="manageable"), {}, [], "busy",
+                 id="reg-enroll-under-way"),
+    pytest.param(register, node(provision_state="enroll", last_error="bad credentials"), {}, ["manage"],
+                 "failed credentials_sent", id="reg-enroll-failed-is-retried"),
+    pytest.param(register, node(provision_state="verifying"), {}, [], "busy", id="reg-verifying"),
+    pytest.param(register, node(), {}, [], "done", id="reg-manageable"),
+    pytest.param(lambda p: p.register(HOST_WITH_MAC, True, lambda: None), node(), {}, ["patch driver,driver_info"],
+                 "done credentials_sent", id="reg-new-credentials"),
+    pytest.param(register, node(driver="ipmi"), {}, ["patch driver,driver_info"], "done credentials_sent",
+                 id="reg-new-driver"),
+    # inspect
+    pytest.param(lambda p: p.inspect(False), node(), {}, ["inspect"], "busy started", id="insp-start"),
+    pytest.param(lambda p: p.inspect(False), node(provision_state="inspect wait"), {}, [], "busy started",
+                 id="insp-waiting"),
+    pytest.param(lambda p: p.inspect(False), node(provision_state="inspecting"), {}, [], "busy started",
+                 id="insp-running"),
+    pytest.param(lambda p: p.inspect(False), node(**FINISHED), {}, [], "done hardware", id="insp-finished"),
+    pytest.param(lambda p: p.inspect(True), node(**FINISHED), {}, ["inspect"], "busy started", id="insp-again"),
+    pytest.param(lambda p: p.inspect(False), node(provision_state="available"), {}, ["manage"], "busy",
+                 id="insp-from-available"),
+    pytest.param(lambda p: p.inspect(False), node(provision_state="inspect failed", last_error="x"), {},
+                 ["inspect"], "failed started", id="insp-failed-is-retried"),
+    pytest.param(lambda p: p.inspect(False), node(boot_interface="ipxe"), {"busy": 20}, [], "delayed",
+                 id="insp-no-slot"),
+    pytest.param(lambda p: p.inspect(False), node(boot_interface="redfish-virtual-media"), {"busy": 20},
+                 ["inspect"], "busy started", id="insp-virtual-media-needs-no-slot"),
+    # prepare
+    pytest.param(lambda p: p.prepare(), node(), {}, [], "done", id="prep-manageable"),
+    pytest.param(lambda p: p.prepare(), node(provision_state="inspect wait"), {}, ["abort"], "busy",
+                 id="prep-aborts-inspection"),
+    pytest.param(lambda p: p.prepare(), node(provision_state="inspect failed"), {}, ["manage"], "busy",
+                 id="prep-after-failed-inspection"),
+    pytest.param(lambda p: p.prepare(), node(provision_state="inspecting"), {}, [], "busy", id="prep-inspecting"),
+    # provision
+    pytest.param(lambda p: p.provision(HOST, dict), node(), {}, ["provide"], "busy", id="prov-provide"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(automated_clean=False), {},
+                 ["patch automated_clean", "provide"], "busy", id="prov-provide-cleaning-as-asked"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="clean wait"), {}, [], "busy",
+                 id="prov-cleaning"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="clean failed", last_error="x"), {},
+                 ["manage"], "failed", id="prov-clean-failed"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="available"), {},
+                 ["patch instance_info", "active with a config drive"], "busy", id="prov-deploy"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="deploy failed", instance_info=DEPLOYED),
+                 {}, [], "failed for good", id="prov-same-image-failed"),
+    pytest.param(lambda p: p.provision(HOST, dict),
+                 node(provision_state="deploy failed", instance_info={"image_source": "http://i/old.img"}), {},
+                 ["patch instance_info", "active with a config drive"], "busy", id="prov-other-image-failed"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="wait call-back"), {}, [], "busy",
+                 id="prov-deploying"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="active"), {}, [], "done",
+                 id="prov-active"),
+    pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="rescue"), {}, [], "failed for good",
+                 id="prov-unknown-state"),
+    # adopt
+    pytest.param(lambda p: p.adopt(HOST), node(provision_state="active"), {}, [], "done", id="adopt-active"),
+    pytest.param(lambda p: p.adopt(HOST), node(), {}, ["patch instance_info", "adopt"], "busy", id="adopt-start"),
+    pytest.param(lambda p: p.adopt(HOST), node(provision_state="adopt failed"), {},
+                 ["patch instance_info", "adopt"], "failed", id="adopt-failed-is-retried"),
+    pytest.param(lambda p: p.adopt(HOST), node(provision_state="adopting"), {}, [], "busy", id="adopt-running"),
+    # deprovision
+    pytest.param(lambda p: p.deprovision(True), node(provision_state="active", boot_interface="ipxe"), {},
+                 ["deleted"], "busy", id="deprov-start"),
+    pytest.param(lambda p: p.deprovision(True), node(provision_state="active", boot_interface="ipxe"),
+                 {"busy": 20}, [], "delayed", id="deprov-no-slot"),
+    pytest.param(lambda p: p.deprovision(False), node(provision_state="deploy failed"), {},
+                 ["patch automated_clean", "deleted"], "busy", id="deprov-without-cleaning"),
+    pytest.param(lambda p: p.deprovision(True), node(provision_state="cleaning"), {}, [], "busy",
+                 id="deprov-cleaning"),
+    pytest.param(lambda p: p.deprovision(True), node(provision_state="clean failed"), {}, ["manage"], "failed",
+                 id="deprov-clean-failed"),
+    pytest.param(lambda p: p.deprovision(True), node(provision_state="available"), {}, [], "done",
+                 id="deprov-done"),
+    pytest.param(lambda p: p.deprovision(True), None, {}, [], "done", id="deprov-no-node"),
+    # power
+    pytest.param(lambda p: p.power(True), node(), {}, ["power on"], "busy", id="power-on"),
+    pytest.param(lambda p: p.power(False), node(power_state="power on"), {}, ["power off"], "busy",
+                 id="power-off"),
+    pytest.param(lambda p: p.power(True), node(power_state="power on"), {}, [], "done", id="power-as-asked"),
+    pytest.param(lambda p: p.power(True), node(target_power_state="power on"), {}, [], "busy",
+                 id="power-under-way"),
+    pytest.param(lambda p: p.power(True, "hard"), node(power_state="power on"), {}, ["rebooting"],
+                 "busy rebooted", id="power-reboot"),
+    pytest.param(lambda p: p.power(True, "soft"), node(power_state="power on"), {}, ["soft rebooting"],
+                 "busy rebooted", id="power-soft-reboot"),
+    pytest.param(lambda p: p.power(False), None, {}, [], "done", id="power-no-node"),
+    # detach, delete
+    pytest.param(lambda p: p.detach(), node(provision_state="active"), {}, ["maintenance", "delete"], "done",
+                 id="detach-active"),
+    pytest.param(lambda p: p.detach(), node(), {}, ["delete"], "done", id="detach-manageable"),
+    pytest.param(lambda p: p.delete(), node(provision_state="active"), {}, ["maintenance", "delete"], "done",
+                 id="delete-active"),
+    pytest.param(lambda p: p.delete(), node(provision_state="clean failed"), {}, ["delete"], "done",
+                 id="delete-clean-failed"),
+    pytest.param(lambda p: p.delete(), None, {}, [], "done", id="delete-no-node"),
+    # what Ironic refuses
+    pytest.param(lambda p: p.power(True), node(), {"refuse": 409}, [], "busy", id="locked-node"),
+    pytest.param(lambda p: p.power(True), node(), {"refuse": 400}, [], "failed", id="refused"),
+]
+
+
+@pytest.mark.parametrize(("operation", "found", "ironic_answers", "asked", "expected"), OPERATIONS)
+def test_ironic_provisioner(operation, found, ironic_answers, asked, expected):
+    client = RecordingIronic(found, **ironic_answers)
+    result = operation(ironic.IronicProvisioner(client, "ns~h", "uuid-1" if found else "", limit=20))
+    assert (client.calls, answer(result)) == (asked, expected)
+
+
+def test_a_lock_is_looked_at_again_soon_and_the_power_state_still_read():
+    result = ironic.IronicProvisioner(RecordingIronic(node(power_state="power on"), refuse=409), "ns~h",
+                                      "uuid-1").power(False)
+    assert result.requeue_after == POLL and "locked" in result.message and result.powered_on
+
+
+def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
+    operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
+    assert len(operations) == 10
+    for name in operations:
+        assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
+            == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
