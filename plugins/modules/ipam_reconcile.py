@@ -94,8 +94,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
 API = {"IPPool": IPAM_API, "IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
-# How long a claim with no pool, or a pool with allocations left, waits before looking again.
-WAITING_REQUEUE = 10.0
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
@@ -104,16 +102,12 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     with open_store(store_options(params)) as store:
         if kind == "IPPool":
             pool = reconcile_ip_pool(store, ref, check_mode)
-            return {"changed": pool.released > 0,
-                    "ready": pool.pool is not None and not pool.removed and not pool.waiting,
-                    "requeue_after": WAITING_REQUEUE if pool.waiting else None, "address": None,
-                    "message": pool.waiting or "", "object": pool.pool or {}}
+            return {**pool.fields(), "ready": pool.obj is not None and not pool.removed and not pool.waiting,
+                    "address": None, "object": pool.obj or {}}
         reconcile = reconcile_ip_claim if kind == "IPClaim" else reconcile_ip_address_claim
         allocation = reconcile(store, ref, check_mode)
-    result = {"changed": allocation.changed, "ready": allocation.address is not None,
-              "requeue_after": WAITING_REQUEUE if allocation.requeue else None,
-              "address": allocation.summary()["address"], "message": allocation.error or allocation.waiting or "",
-              "object": allocation.claim or {}}
+    result = {**allocation.fields(), "ready": allocation.address is not None,
+              "address": allocation.summary()["address"], "object": allocation.obj or {}}
     if allocation.error:
         result.update(failed=True, msg=f"{kind} {ref.namespace}/{ref.name}: {allocation.error}")
     return result

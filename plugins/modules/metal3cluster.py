@@ -75,8 +75,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     with open_store(store_options(params)) as store:
         step = reconcile_metal3cluster(store, Ref(INFRA_API, "Metal3Cluster", params["name"], params["namespace"]),
                                        check_mode)
-    return {"changed": step.changed, "ready": step.ready, "requeue_after": step.requeue_after,
-            "message": step.message, "cluster": step.obj or {}}
+    return {**step.fields(), "ready": step.ready, "cluster": step.obj or {}}
 
 
 SPEC = ModuleSpec(

@@ -85,8 +85,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     reconcile = reconcile_data_claim if params["kind"] == "Metal3DataClaim" else reconcile_data
     with open_store(store_options(params)) as store:
         step = reconcile(store, Ref(INFRA_API, params["kind"], params["name"], params["namespace"]), check_mode)
-    return {"changed": step.changed, "ready": step.ready, "requeue_after": step.requeue_after,
-            "message": step.message, "object": step.obj or {}}
+    return {**step.fields(), "ready": step.ready, "object": step.obj or {}}
 
 
 SPEC = ModuleSpec(

@@ -18,7 +18,9 @@ description:
     Ansible Operator runs a role by its path, not as a role of the collection, and would not find it otherwise.
   - The Ansible Operator ends the reconcile at this task, before it would remove the finalizer of an object being
     deleted, and does not mark the run C(Successful); make it the role's last task. A period of 0 or less asks
-    for no requeue at all, as under the Ansible Operator.
+    for no requeue under the Ansible Operator, and for one at once, through the work queue's rate limiter, under
+    the collection's operator (as controller-runtime's C(Requeue)); the collection's roles never send less
+    than C(0.1s), so that they mean the same under both.
   - Under C(ansible-playbook) it only returns C(period).
 extends_documentation_fragment:
   - metal3.baremetal.attributes

@@ -10,6 +10,7 @@ and a message for people. Modules and the operator read these four fields and no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
@@ -24,3 +25,7 @@ class Result:
     @property
     def requeue(self) -> bool:
         return self.requeue_after is not None
+
+    def fields(self) -> dict[str, Any]:
+        """The common fields, as the reconcile modules return them."""
+        return {"changed": self.changed, "requeue_after": self.requeue_after, "message": self.message}

@@ -23,6 +23,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api import admiss
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, address_record
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
@@ -57,6 +58,8 @@ NETWORK_NAME_LABEL = "cluster.x-k8s.io/network-name"
 DEFAULT_POOL_LABEL = "ippool.cluster.x-k8s.io/is-default"
 DEFAULT_POOL_NAMESPACE = "default"
 
+# How long a claim or pool that waits (for a pool to appear, for its claims to go) waits before looking again.
+WAITING_REQUEUE = 10.0
 # How many times a claimer tries an address that is released each time between its create and its read.
 TAKE_ATTEMPTS = 5
 
@@ -76,19 +79,23 @@ def invalid_annotation(requested: str, why: str = "not a valid IP address") -> s
 
 
 @dataclass
-class Allocation:
-    """What a reconcile of a claim came to: the address, or why there is none yet."""
+class Allocation(Result):
+    """What a reconcile of a claim came to (``obj``: the claim): the address, or why there is none yet. A claim
+    that waits (for a pool, for other finalizers) asks to be looked at again after WAITING_REQUEUE."""
 
-    claim: Object | None
     address: Object | None = None
     error: str | None = None
     waiting: str | None = None
     released: bool = False
-    changed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.waiting is not None and self.requeue_after is None:
+            self.requeue_after = WAITING_REQUEUE
+        self.message = self.message or self.error or self.waiting or ""
 
     @property
-    def requeue(self) -> bool:
-        return self.waiting is not None
+    def claim(self) -> Object | None:
+        return self.obj
 
     def summary(self) -> dict[str, Any]:
         """The held address as the one record (core/address.py), its keys empty when none is held."""
@@ -400,7 +407,7 @@ def _reserve(store: Store, claim: _Claim, address: str, dry_run: bool) -> None:
         claim.obj = store.update(obj)
 
 
-def _pool_addresses(store: Store, pool_obj: Object) -> list[Object]:
+def _pool_addresses(store: admission.Reader, pool_obj: Object) -> list[Object]:
     return store.list(IPAM_API, "IPAddress", pool_obj["metadata"]["namespace"],
                       f"{POOL_LABEL}={label_value(pool_obj['metadata']['name'])}")
 
@@ -778,22 +785,35 @@ def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None
 # -- IPPool ---------------------------------------------------------------------------------------
 
 @dataclass
-class PoolState:
-    pool: Object | None
-    allocations: dict[str, str]
+class PoolState(Result):
+    """What a reconcile of a pool came to (``obj``: the pool): its allocations, and whether it waits for them to
+    go before it may be deleted."""
+
+    allocations: dict[str, str] = field(default_factory=dict)
     waiting: str | None = None
     removed: bool = False
     released: int = 0  # claims (being deleted) and addresses (of claims that are gone) released
 
+    def __post_init__(self) -> None:
+        self.changed = self.changed or self.released > 0
+        if self.waiting is not None and self.requeue_after is None:
+            self.requeue_after = WAITING_REQUEUE
+        self.message = self.message or self.waiting or ""
+
+    @property
+    def pool(self) -> Object | None:
+        return self.obj
+
 
 def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolState:
-    """Release what the claims being deleted hold, rebuild the pool's status from its IPAddresses
-    (allocations, in-use index), and guard its deletion: the finalizer goes only once nothing is allocated
+    """Release what the claims being deleted hold, rebuild the pool's index from its IPAddresses, and guard
+    its deletion: the finalizer goes only once nothing is allocated
     from it."""
     try:
         pool_obj = store.get(ref)
     except NotFound:
-        return PoolState(None, {}, removed=True)
+        return PoolState(None, removed=True)
+    parse_pool(pool_obj)  # a pool that cannot work (stored before its rules, say) says why, naming the field
     released = _release_gone_claims(store, pool_obj, dry_run)
     if released:
         pool_obj = store.get(ref)
@@ -807,13 +827,12 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         pool_obj = _record(store, ref, {**gone, **allocations}, dry_run, {"inUse": None})
     if pool_obj["metadata"].get("deletionTimestamp"):
         if allocations:
-            return PoolState(pool_obj, allocations, waiting=f"IPPool {ref.name} still has {len(allocations)} "
-                                                            "allocations; delete their claims first",
-                             released=released)
+            waiting = f"IPPool {ref.name} still has {len(allocations)} allocations; delete their claims first"
+            return PoolState(pool_obj, allocations=allocations, waiting=waiting, released=released)
         remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
-        return PoolState(pool_obj, {}, removed=True, released=released)
+        return PoolState(pool_obj, removed=True, released=released)
     pool_obj = ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
-    return PoolState(pool_obj, allocations, released=released)
+    return PoolState(pool_obj, allocations=allocations, released=released)
 
 
 CLAIM_APIS = {"IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
@@ -863,7 +882,7 @@ def _release_deleting(store: Store, obj: Object, pool_ref: Ref, holds_here: bool
     return int(_release(store, claim, dry_run).changed)
 
 
-def admit_ip_pool(store: Store, new: Object, old: Object | None) -> None:
+def admit_ip_pool(store: admission.Reader, new: Object, old: Object | None) -> None:
     """Upstream's IPPool webhook rules, applied before a pool is written: Invalid names the field."""
     if old is None:
         parse_pool(new)

@@ -35,9 +35,6 @@ def _open(options: Mapping[str, Any] | None) -> Store:
         from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
         return LocalStore(options.get("store_path"))
-    from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import HAS_KUBERNETES, KubernetesStore
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 
-    if not HAS_KUBERNETES:
-        raise BadRequest("backend: kubernetes needs the Python library 'kubernetes' on the controller "
-                         "(pip install kubernetes)")
     return KubernetesStore(**{name: options.get(name) for name in KUBERNETES_OPTIONS})

@@ -47,10 +47,8 @@ try:
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-    HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR: ImportError | None = None
 except ImportError as e:  # reported when a KubernetesStore is made
-    HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = e
 
 # Connect and read timeouts (seconds): a cluster that does not answer fails fast and clearly.

@@ -35,13 +35,13 @@ def test_a_cluster_api_ip_address_has_no_dns_servers():
 def test_a_claim_without_an_address_has_the_same_keys_empty():
     assert address_record(None) == {"address": None, "prefix": None, "gateway": None, "dns_servers": []}
     assert Allocation(None).summary() == address_record(None)
-    assert Allocation(None, IP_ADDRESS).summary() == RECORD
+    assert Allocation(None, address=IP_ADDRESS).summary() == RECORD
 
 
 def test_an_ip_claim_result_renders_its_dns_servers():
     """The documented path: {pool: <registered ip_claim result>} - its other keys are no address fields."""
     result = {"changed": True, "allocated": True, "claim": {}, "ip_address": IP_ADDRESS, "pool": {"name": "mgmt"},
-              **Allocation(None, IP_ADDRESS).summary()}
+              **Allocation(None, address=IP_ADDRESS).summary()}
     rendered = render_network_data(NETWORK_DATA, {"mgmt": result})
     assert rendered["services"] == DNS
     assert rendered["networks"][0]["ip_address"] == "10.0.0.5"
