@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 name: ip_claims
 short_description: One IP claim per network device of each requester
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Expands requesters (machines, hosts) into the options of one M(metal3.baremetal.ip_claim) per network
     device; the claim of device I(i) of requester I(r) is named C(r-i). The M(metal3.baremetal.ipam) role uses it.

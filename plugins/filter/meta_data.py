@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 name: meta_data
 short_description: Render a Metal3DataTemplate metaData into cloud-init meta_data
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Renders the C(metaData) of a Metal3DataTemplate as CAPM3 does, into a flat map of strings - strings,
     objectNames, indexes, namespaces, ipAddressesFromIPPool, prefixesFromIPPool, gatewaysFromIPPool,

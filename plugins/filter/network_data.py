@@ -6,7 +6,7 @@ DOCUMENTATION = r"""
 name: network_data
 short_description: Render a Metal3DataTemplate networkData into OpenStack network_data.json
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Renders the C(networkData) of a Metal3DataTemplate as CAPM3 does - links (ethernets, bonds, vlans),
     networks (ipv4, ipv6, ipv4DHCP, ipv6DHCP, ipv6SLAAC, with routes) and services (dns, dnsFromIPPool) - into

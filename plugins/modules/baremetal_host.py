@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: baremetal_host
 short_description: Reconcile BareMetalHosts against Ironic, one step or until they reach a state
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Drives C(metal3.io) BareMetalHosts through baremetal-operator's state machine against Ironic, with upstream's
     state strings (C(registering), C(inspecting), C(preparing), C(available), C(provisioning), C(provisioned),

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: daemon
 short_description: Run a command as a supervised background process, where systemd does not run
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Starts a command detached from Ansible, in its own session, with its output in a log file and its pid in a
     pid file; stops it with SIGTERM, then SIGKILL. Used by the M(metal3.baremetal.ironic) and

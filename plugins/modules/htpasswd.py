@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: htpasswd
 short_description: Keep one user's bcrypt entry in an htpasswd file
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Writes C(user:bcrypt(password)) into an htpasswd file (created mode 0600), unless the file already holds that
     password for the user. Ironic's C(http_basic) auth and sushy-tools read such files.

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: ip_claim
 short_description: Claim an IP address from an IPPool, or release it
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Creates an C(ipam.metal3.io) IPClaim and allocates its address as the Metal3 IP address manager does
     (C(sequential) or C(random), preAllocations kept, the gateway never handed out), then returns it.

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: ip_pool
 short_description: Create, update, refresh or delete an IPPool
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Puts an C(ipam.metal3.io) IPPool into the store, with the checks upstream's webhook makes (entries by
     C(start) and C(end), C(start) alone, C(end) alone or C(subnet), with or without a prefix; valid addresses,

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: ipam_reconcile
 short_description: Reconcile an IPPool, IPClaim or IPAddressClaim that already exists, as the IP address manager does
 version_added: 0.2.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - One step of the Metal3 IP address manager for one object, by kind and name - what the operator runs for an
     event, through the role C(metal3.baremetal.ipam_reconcile). The object is read from the store, never

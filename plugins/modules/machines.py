@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: machines
 short_description: Keep N Cluster API Machines and their Metal3Machines, spread over failure domains
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - What a KubeadmControlPlane or a MachineDeployment does, for bastions without Cluster API - keeps O(replicas)
     C(cluster.x-k8s.io/v1beta1) Machines named C(<name>-<i>), each with a Metal3Machine

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: metal3cluster
 short_description: Reconcile a Metal3Cluster - provisioned with its control-plane endpoint, failure domains in status
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - One reconcile step of a Metal3Cluster, as CAPM3's controller - the finalizer,
     C(status.initialization.provisioned) once C(spec.controlPlaneEndpoint) has a host and a port,

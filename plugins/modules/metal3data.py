@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: metal3data
 short_description: Reconcile a Metal3DataClaim or a Metal3Data - index, addresses, rendered secrets
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - A Metal3DataClaim gets the Metal3Data with the lowest free index of its Metal3DataTemplate, named
     C(<template>-<index>); two claims racing for an index never share it (the name is the lock).

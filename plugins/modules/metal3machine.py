@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: metal3machine
 short_description: Reconcile Metal3Machines - host claim, rendered data, provisioning - one step or until ready
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Runs CAPM3's Metal3Machine flow for each selected Metal3Machine - choose and claim a BareMetalHost (its
     C(hostSelector), the machine's failure domain preferred, node-reuse hosts first), claim a Metal3Data from the

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: requeue_after
 short_description: Ask the operator running the role to reconcile the object again after a while
 version_added: 0.2.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Returns O(time) as C(period), in the form both the Ansible Operator and the collection's operator read. Each
     of them reconciles the object again after that period when a task of action C(requeue_after) (or

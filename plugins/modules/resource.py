@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: resource
 short_description: Create, update or delete Metal3 objects in the store
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Puts Kubernetes-style objects (BareMetalHost, IPPool, Metal3DataTemplate, Secret, ...) into the store,
     or removes them. The store is a local SQLite file on the bastion or a Kubernetes cluster; the same

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 module: resource_info
 short_description: Read Metal3 objects from the store
 version_added: 0.1.0
-author: Metal3 community (@metal3-io)
+author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Reads objects of one kind from the store (the local SQLite file or a Kubernetes cluster), by name or by
     label selector.
