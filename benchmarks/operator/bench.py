@@ -7,7 +7,11 @@ collection's operator (with and without its prefork server) and by the real Ansi
 - idle: one claim at a time on an idle operator, create to Ready (p50 of 10);
 - memory: the operator's peak RSS, and the peak PSS of its whole process tree (operator, prefork server or
   ansible-runner processes, ansible-playbook runs), sampled every 0.1 s. PSS counts a page shared by n processes
-  1/n in each, so the tree's sum is what the pod's memory cgroup would charge.
+  1/n in each, so the tree's sum is what the pod's memory cgroup would charge;
+- API requests per reconcile: kube-apiserver's own count (``apiserver_request_total``) of requests on the IPAM
+  kinds and Events from the pool's creation until every claim is Ready, less the benchmark's own creates, over
+  the reconciles run meanwhile - the roles' and the operator's requests together; and, for the collection's
+  operator, what its proxy did with the roles' requests (answered from the watch cache, or forwarded).
 
 Each operator runs with its defaults (workers per kind = the CPU count); the Ansible Operator with
 ANSIBLE_GATHERING=explicit, as operator/README.md advises (it gathers facts before each role otherwise). Ready is
@@ -33,7 +37,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO), str(REPO / "operator")]
 
+import requests  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster  # noqa: E402
@@ -124,6 +130,30 @@ class MemorySampler:
                                      sum(self._kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in seen))
 
 
+def api_requests(cluster: KubeCluster) -> dict[str, float]:
+    """kube-apiserver's count of requests so far on the kinds a reconcile of the benchmark touches (the IPAM
+    kinds, Events), by verb."""
+    text = requests.get(f"{cluster.server}/metrics", headers={"Authorization": f"Bearer {cluster.token}"},
+                        verify=str(cluster.ca_cert), timeout=10).text
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            ours = labels.get("group") == IPAM[0] or (labels.get("group"), labels.get("resource")) == ("", "events")
+            if sample.name == "apiserver_request_total" and ours:
+                counts[labels["verb"]] = counts.get(labels["verb"], 0) + sample.value
+    return counts
+
+
+def proxy_counts(operator: Operator) -> dict[str, float]:
+    """The collection's operator's proxy: the roles' requests so far, answered from the cache or forwarded."""
+    counts = {"cache": 0.0, "api": 0.0}
+    for sample, value in operator.metrics().items():
+        if sample.startswith("metal3_operator_proxy_requests_total{"):
+            counts["cache" if 'source="cache"' in sample else "api"] += value
+    return counts
+
+
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -142,6 +172,8 @@ def measure(claims: int, kind: type, flags: list[str]) -> dict:
         operator = kind(cluster, work / "operator", namespace, *flags).start()
         sampler = MemorySampler(operator.process.pid)
         ready = ReadyWatch(custom, namespace)
+        api_before, proxy_before, reconciles_before = api_requests(cluster), proxy_counts(operator), \
+            operator.reconciles()
         custom.create_namespaced_custom_object(*IPAM, namespace, "ippools", POOL)
 
         # Idle: one claim at a time; the first also warms the operator up (Ansible imported once).
@@ -168,13 +200,21 @@ def measure(claims: int, kind: type, flags: list[str]) -> dict:
             list(pool.map(create, names))
         ready.wait(names)
         all_ready = max(ready.ready[n] for n in names) - started
+        # Read before anything else asks the API server; the benchmark's own requests (the pool and each claim
+        # created) are not the operator's.
+        api_after, proxy_after, reconciles = api_requests(cluster), proxy_counts(operator), operator.reconciles()
+        reconciled = reconciles - reconciles_before
+        ours = 1 + claims + 11
+        api = {verb: api_after.get(verb, 0) - api_before.get(verb, 0) - (ours if verb == "POST" else 0)
+               for verb in api_after}
         latencies = [ready.ready[n] - created_at[n] for n in names]
         addresses = {a["spec"]["address"] for a in custom.list_namespaced_custom_object(
             *IPAM, namespace, "ipaddresses")["items"]}
         assert len(addresses) == claims + 11, f"{len(addresses)} distinct addresses"
         sampler.stop.set()
         return {"all_ready": all_ready, "latencies": latencies, "idle": idle, "rss": sampler.peak_rss,
-                "pss": sampler.peak_tree_pss, "reconciles": operator.reconciles()}
+                "pss": sampler.peak_tree_pss, "reconciles": reconciles, "api": api, "reconciled": reconciled,
+                "proxy": {k: proxy_after[k] - proxy_before[k] for k in proxy_after}}
     finally:
         if operator:
             operator.stop()
@@ -188,8 +228,17 @@ def main() -> None:
     args = parser.parse_args()
     version = ansible_operator_binary().parent.name.removeprefix("ansible-operator-")
     runs = {"metal3_operator": measure(args.claims, Operator, []),
+            "metal3_operator --no-proxy": measure(args.claims, Operator, ["--no-proxy"]),
             "metal3_operator --no-prefork": measure(args.claims, Operator, ["--no-prefork"]),
             f"ansible-operator {version}": measure(args.claims, AnsibleOperator, [])}
+
+    def per_reconcile(r: dict, verbs: tuple[str, ...]) -> str:
+        return f"{sum(v for k, v in r['api'].items() if k in verbs) / r['reconciled']:.1f}"
+
+    def proxied(r: dict) -> str:
+        if not any(r["proxy"].values()):
+            return "-"
+        return " / ".join(f"{r['proxy'][source] / r['reconciled']:.1f}" for source in ("cache", "api"))
 
     def row(measure_: str, figure, target: str = "") -> str:
         return f"| {measure_} | {' | '.join(figure(r) for r in runs.values())} | {target} |"
@@ -200,11 +249,17 @@ def main() -> None:
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py`.",
         "Each operator runs the shipped `operator/watches.yaml` with its defaults (workers per kind = CPU count),",
         "against the harness's kube-apiserver and etcd on the same machine; Ready = the claim's Ready and the",
-        "operator's Successful conditions, seen on a watch. `metal3_operator` is the collection's operator;",
-        "`--no-prefork` is the same with a fresh ansible-playbook per run; `ansible-operator` is the real Ansible",
-        "Operator (built by `hack/ansible-operator.sh`), with `ANSIBLE_GATHERING=explicit` and its default",
-        "verbosity (2): per reconcile it starts `ansible-runner`, which starts `ansible-playbook`, and it reads",
-        "the events over HTTP; its roles reach the API through its caching proxy. The targets are ours.",
+        "operator's Successful conditions, seen on a watch. `metal3_operator` is the collection's operator, its",
+        "roles reaching the API through its proxy, which answers their reads of watched objects from its watch",
+        "cache; `--no-proxy` is the same with the roles asking kube-apiserver themselves; `--no-prefork` is the",
+        "same with a fresh ansible-playbook per run; `ansible-operator` is the real Ansible Operator (built by",
+        "`hack/ansible-operator.sh`), with `ANSIBLE_GATHERING=explicit` and its default verbosity (2): per",
+        "reconcile it starts `ansible-runner`, which starts `ansible-playbook`, and it reads the events over HTTP;",
+        "its roles reach the API through its caching proxy too. API requests are kube-apiserver's own count",
+        "(`apiserver_request_total`) on the IPAM kinds and Events, from the pool's creation until every claim is",
+        "Ready, less the benchmark's own creates, over the reconciles run meanwhile: the roles' and the operator's",
+        "requests together (watches are counted as they end; discovery is not in it). The proxy row is the",
+        "collection's operator's own count of its roles' requests. The targets are ours.",
         "",
         f"| measure | {' | '.join(runs)} | target |",
         f"|---|{'---|' * len(runs)}---|",
@@ -216,6 +271,12 @@ def main() -> None:
         row("operator peak RSS", lambda r: f"{r['rss'] / 1024:.0f} MB", "under 300 MB"),
         row("operator and every process it starts, peak summed PSS", lambda r: f"{r['pss'] / 1024:.0f} MB"),
         row("reconciles run (claims + pool)", lambda r: f"{r['reconciles']:.0f}"),
+        row("API requests per reconcile (IPAM kinds and Events; roles and operator)",
+            lambda r: per_reconcile(r, ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"))),
+        row("of which reads (GET, LIST) / writes", lambda r: f"{per_reconcile(r, ('GET', 'LIST'))} / "
+            f"{per_reconcile(r, ('POST', 'PUT', 'PATCH', 'DELETE'))}"),
+        row("roles' requests per reconcile through the proxy: from its cache / forwarded (discovery included)",
+            proxied),
     ]
     print("\n".join(lines))
     if not args.print:

@@ -16,15 +16,25 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
-from metal3_operator import conversion_webhook
-from metal3_operator.controller import Controller
-from metal3_operator.leader import LeaderElector
-from metal3_operator.metrics import Metrics, metrics_route, probe, serve
-from metal3_operator.runner import Runner
-from metal3_operator.watches import Watch, WatchesError, load, parse_duration, parse_int
+from metal3_operator import collection
+
+# The process's entry: the engine is imported from the collection, where the roles' Ansible finds it.
+collection.make_importable()
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore  # noqa: E402
+from metal3_operator import conversion_webhook  # noqa: E402
+from metal3_operator.cache import Cache  # noqa: E402
+from metal3_operator.controller import Controller  # noqa: E402
+from metal3_operator.leader import LeaderElector  # noqa: E402
+from metal3_operator.metrics import Metrics, metrics_route, probe, serve  # noqa: E402
+from metal3_operator.proxy import Proxy  # noqa: E402
+from metal3_operator.runner import Runner  # noqa: E402
+from metal3_operator.watches import Watch, WatchesError, load, parse_duration, parse_int  # noqa: E402
 
 log = logging.getLogger("metal3_operator")
 
@@ -70,6 +80,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runner-dir", default=os.path.join(tempfile.gettempdir(), "ansible-operator", "runner"))
     p.add_argument("--graceful-shutdown-timeout", default="30s")
     p.add_argument("--no-prefork", action="store_true", help="start ansible-playbook afresh for every run")
+    # proxy: the roles reach the API through the operator, which answers their reads of watched kinds from its cache
+    p.add_argument("--proxy", action=argparse.BooleanOptionalAction, default=True,
+                   help="the roles reach the API through a proxy that reads watched objects from the operator's cache")
+    p.add_argument("--proxy-port", type=int, default=0,
+                   help="the proxy's loopback port; 0 (the default) picks a free one (the Ansible Operator's is 8888)")
     return p.parse_args(argv)
 
 
@@ -110,8 +125,20 @@ class Manager:
         envvars = {"METAL3_BACKEND": "kubernetes"}
         if args.kubeconfig or os.environ.get("KUBECONFIG"):
             envvars["K8S_AUTH_KUBECONFIG"] = os.path.abspath(args.kubeconfig or os.environ["KUBECONFIG"])
+        # The operator's own writes (finalizers, status, Events) go through the collection's store, as the roles'
+        # do: one client stack, one conflict retry. It finds the cluster as _api_client does. The backend itself,
+        # not open_store's admitting one: the operator touches only metadata and status, and must be able to put its
+        # finalizer and a Failure condition on an object whose spec the domain's admission rules refuse.
+        self.store = KubernetesStore(kubeconfig=args.kubeconfig)
+        # proxy: started with the controllers; the roles are given a kubeconfig naming it.
+        self.proxy = Proxy(self.api, self._cached, port=args.proxy_port, registry=self.metrics.registry) \
+            if args.proxy else None
+        self._caches: dict[tuple[str, str], Cache] = {}
+        if self.proxy:
+            envvars["K8S_AUTH_KUBECONFIG"] = str(self.proxy.write_kubeconfig(Path(args.runner_dir) / "kubeconfig"))
         self.runner = Runner(Path(args.runner_dir), envvars, prefork=not args.no_prefork)
-        self.controllers = [Controller(w, self.api, self.runner, self.metrics, workers, period, namespaces, verbosity)
+        self.controllers = [Controller(w, self.api, self.store, self.runner, self.metrics, workers, period, namespaces,
+                                       verbosity)
                             for w, workers, verbosity in kinds]
 
     def _lead(self) -> None:
@@ -159,6 +186,10 @@ class Manager:
     def run(self) -> int:
         for c in self.controllers:
             c.resolve()
+        # proxy: each watched kind's cache, by the apiVersion and resource a role's request names
+        self._caches = {(c.watch.api_version, c.informer.plural): c.cache for c in self.controllers}
+        if self.proxy:
+            self.proxy.start()
         servers = self.serve()
         elector = None
         # The lease is handed back only once the reconciles under way are over: a new leader never runs
@@ -181,7 +212,14 @@ class Manager:
             elector_thread.join(10)
         for server in servers:
             server.shutdown()
+        if self.proxy:  # proxy
+            self.proxy.shutdown()
         return 1 if self.lost.is_set() else 0
+
+    def _cached(self, api_version: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """proxy: the watch cache's copy of an object, None when no controller's cache holds it."""
+        cache = self._caches.get((api_version, plural))
+        return cache.get(namespace or "", name) if cache else None
 
     def shutdown(self, timeout: float) -> None:
         """Stop taking work, let runs under way finish for ``timeout``, cancel the rest."""
@@ -195,6 +233,7 @@ class Manager:
             for c in self.controllers:
                 c.join(time.monotonic() + 10)
         self.runner.close()
+        self.store.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: manager.stop.set())
         return manager.run()
-    except (WatchesError, ValueError, OSError, config.ConfigException) as e:
+    except (WatchesError, ValueError, OSError, config.ConfigException, Metal3Error) as e:
         print(f"metal3_operator: {e}", file=sys.stderr)
         return 2
     finally:

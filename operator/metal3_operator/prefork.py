@@ -12,6 +12,9 @@ the child starts the real ansible-playbook, which is slower and otherwise the sa
 
 The server is single-threaded (forking a threaded process is unsafe) and exits when its standard input, a pipe
 from the operator, closes.
+
+Resetting ansible-playbook's per-process state between forks (``_run``) and rebinding ansible-runner's event
+callback reach into internals of both: their versions are pinned exactly (operator/requirements.txt says why).
 """
 from __future__ import annotations
 

@@ -38,10 +38,17 @@ def _close_without_waiting_for_the_dead(close: Callable[..., None]) -> Callable[
             self.delayafterclose = 0
         close(self, force)
 
+    wrapped.skips_delay_after_exit = True  # type: ignore[attr-defined]
     return wrapped
 
 
-ptyprocess.PtyProcess.close = _close_without_waiting_for_the_dead(ptyprocess.PtyProcess.close)
+def patch_pty_close() -> None:
+    """Install the close above, once: done by the Runner when it starts, so that importing this module changes
+    nothing in ptyprocess for anyone else in the process."""
+    if not getattr(ptyprocess.PtyProcess.close, "skips_delay_after_exit", False):
+        ptyprocess.PtyProcess.close = _close_without_waiting_for_the_dead(ptyprocess.PtyProcess.close)
+
+
 HERE = Path(__file__).resolve().parent
 # Imported by the prefork server once, so that each run's action plugins find them already loaded.
 PRELOAD = ["ansible.plugins.inventory", "ansible.plugins.strategy.linear", "ansible.executor.process.worker",
@@ -51,8 +58,9 @@ PRELOAD = ["ansible.plugins.inventory", "ansible.plugins.strategy.linear", "ansi
 # matches them (its controller's reconcile.go): operator_sdk.util's, or the collection's called by its short name.
 REQUEUE_ACTIONS = {"requeue_after", "operator_sdk.util.requeue_after"}
 # ansible-runner calls every plugin installed beside it for each event; the Ansible Operator's http plugin, there
-# for the tests that run the real one, posts nowhere here (and would log that for each event).
-ansible_runner.plugins.pop("http", None)
+# for the tests that run the real one, posts nowhere here (and would log that for each event). The Runner drops it
+# when it starts.
+UNUSED_RUNNER_PLUGINS = ("http",)
 
 
 @dataclass
@@ -104,6 +112,9 @@ class Runner:
     """Runs roles for the controllers; owns the prefork server and the runner directory."""
 
     def __init__(self, runner_dir: Path, envvars: dict[str, str] | None = None, prefork: bool = True) -> None:
+        patch_pty_close()
+        for plugin in UNUSED_RUNNER_PLUGINS:
+            ansible_runner.plugins.pop(plugin, None)
         self.dir = runner_dir.resolve()  # the prefork server and its clients run elsewhere
         self.dir.mkdir(parents=True, exist_ok=True)
         self.envvars = {"ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",

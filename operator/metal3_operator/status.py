@@ -8,6 +8,7 @@ Successful=False. Conditions of other types (a role's own, such as Ready) are ke
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 RUNNING_MESSAGE = "Running reconciliation"
@@ -58,12 +59,13 @@ def done(ok: bool, stats: dict[str, int], message: str) -> list[dict[str, Any]]:
 
 
 def failure_event(obj: dict[str, Any], message: str, component: str) -> dict[str, Any]:
-    """A core/v1 Warning Event about a failed reconcile of ``obj``."""
+    """A core/v1 Warning Event about a failed reconcile of ``obj``, named as client-go names Events: after the
+    object and the time, in hexadecimal nanoseconds."""
     meta = obj["metadata"]
     stamp = now()
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace") or "default"},
+        "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta.get("namespace") or "default"},
         "involvedObject": {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
                            "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                            "resourceVersion": meta.get("resourceVersion")},

@@ -2,28 +2,31 @@
 
 - A key waiting in the queue is there once, however often it is added (dedupe).
 - A key being processed is never handed out again until ``done``; added meanwhile, it comes back after.
-- ``add_rate_limited`` waits base * 2^(failures-1), up to a maximum, per key; ``forget`` resets it.
+- ``add_rate_limited`` waits as long as the rate limiter says (client-go's default: per key 5 ms doubling up to
+  1000 s, and a 10 qps / burst 100 bucket over all keys); ``forget`` resets the key's backoff.
 - ``add_after`` delays a key (requeue_after, reconcilePeriod); a key waits there once, for its earliest time,
   so requeues asked for by successive reconciles do not pile up into extra reconciles later.
+
+Time is the injected clock's, so tests advance it instead of sleeping.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import threading
-import time
 from collections import deque
 from collections.abc import Hashable
 
+from metal3_operator.ratelimit import Clock, MonotonicClock, RateLimiter, controller_rate_limiter
+
 
 class WorkQueue:
-    def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
-        self.base_delay = base_delay
-        self.max_delay = max_delay
+    def __init__(self, rate_limiter: RateLimiter | None = None, clock: Clock | None = None) -> None:
+        self.clock = clock or MonotonicClock()
+        self.rate_limiter = rate_limiter or controller_rate_limiter(self.clock)
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
-        self._failures: dict[Hashable, int] = {}
         self._delayed: list[tuple[float, int, Hashable]] = []
         self._due: dict[Hashable, float] = {}  # when each delayed key is due; heap entries that disagree are stale
         self._sequence = itertools.count()
@@ -52,7 +55,7 @@ class WorkQueue:
             self.add(key)
             return
         with self._cond:
-            due = time.monotonic() + delay
+            due = self.clock.now() + delay
             if self._shutting_down or self._due.get(key, due) < due:
                 return
             self._due[key] = due
@@ -60,21 +63,18 @@ class WorkQueue:
             self._cond.notify()
 
     def add_rate_limited(self, key: Hashable) -> float:
-        """Requeue a key that failed, after its backoff; returns the delay."""
-        with self._cond:
-            failures = self._failures.get(key, 0)
-            self._failures[key] = failures + 1
-        delay = min(self.base_delay * (2 ** failures), self.max_delay)
+        """Requeue a key after the rate limiter's wait (a failure, or a reconcile asking to come back at once);
+        returns the wait."""
+        delay = self.rate_limiter.when(key)
         self.add_after(key, delay)
         return delay
 
     def forget(self, key: Hashable) -> None:
-        with self._cond:
-            self._failures.pop(key, None)
+        self.rate_limiter.forget(key)
 
     def failures(self, key: Hashable) -> int:
-        with self._cond:
-            return self._failures.get(key, 0)
+        """Rate-limited requeues of the key since it was last forgotten."""
+        return self.rate_limiter.requeues(key)
 
     def get(self) -> Hashable | None:
         """The next key to process, waiting as needed; None once the queue shuts down."""
@@ -82,7 +82,7 @@ class WorkQueue:
             while True:
                 if self._shutting_down:
                     return None
-                now = time.monotonic()
+                now = self.clock.now()
                 while self._delayed and self._delayed[0][0] <= now:
                     due, _sequence, key = heapq.heappop(self._delayed)
                     if self._due.get(key) == due:
@@ -93,8 +93,7 @@ class WorkQueue:
                     self._processing.add(key)
                     self._dirty.discard(key)
                     return key
-                timeout = self._delayed[0][0] - now if self._delayed else None
-                self._cond.wait(timeout)
+                self.clock.wait(self._cond, self._delayed[0][0] - now if self._delayed else None)
 
     def done(self, key: Hashable) -> None:
         with self._cond:

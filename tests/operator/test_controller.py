@@ -1,26 +1,32 @@
-"""The controller against the real kube-apiserver: list and watch (a re-list when the watch's version is
-gone), the watch's label selector, and reconcilePeriod."""
+"""The controller: what wakes a reconcile, the CR annotations a reconcile reads, a worker outliving a
+reconcile that raises; and against the real kube-apiserver, list and watch (a re-list when the watch's version
+is gone), the watch's label selector, and reconcilePeriod."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-from metal3_operator.controller import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from metal3_operator.controller import Controller
+from metal3_operator.informer import wants_reconcile
+from metal3_operator.metrics import Metrics
+from metal3_operator.reconciler import (
     MAX_ARTIFACTS_ANNOTATION,
     RECONCILE_PERIOD_ANNOTATION,
     VERBOSITY_ANNOTATION,
-    Controller,
     annotated,
     max_artifacts,
     verbosity,
-    wants_reconcile,
 )
-from metal3_operator.metrics import Metrics
 from metal3_operator.runner import Runner
 from metal3_operator.watches import Watch, parse_duration
 from tests.harness.operator_process import Operator
 from tests.operator.conftest import condition, eventually
+from tests.operator.fakes import FakeClock, FakeRunner
 from tests.operator.test_operator_ipam import IPAM, create_claims, create_pool
 
 CLAIM = {"metadata": {"name": "c", "namespace": "n", "generation": 1, "annotations": {"a": "1"}}}
@@ -60,6 +66,39 @@ def test_a_crs_reconcile_period_annotation(annotation, expected):
     assert annotated(annotations, RECONCILE_PERIOD_ANNOTATION, parse_duration, 36000.0) == expected
 
 
+class Unreachable(FakeRunner):
+    def run(self, *args, **kwargs):
+        raise Unavailable("cannot reach the Kubernetes API")
+
+
+def test_a_worker_outlives_a_reconcile_that_raises_and_the_key_comes_back_rate_limited(tmp_path):
+    store = LocalStore(str(tmp_path / "store.db"))
+    watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="r", manage_status=False)
+    clock = FakeClock()
+    controller = Controller(watch, client.ApiClient(), store, Unreachable(), Metrics(), 1, 0, ["ns"], clock=clock)
+    controller.cache.put({"apiVersion": watch.api_version, "kind": watch.kind,
+                          "metadata": {"name": "claim", "namespace": "ns"}})
+    controller.queue.add(("ns", "claim"))
+    key, waited = controller.queue.get(), []
+    for _attempt in range(3):
+        controller.process(key)  # raises inside: logged, counted, requeued
+        started = clock.now()
+        key = controller.queue.get()
+        waited.append(round(clock.now() - started, 6))
+    assert key == ("ns", "claim") and waited == [0.005, 0.01, 0.02]
+
+
+def test_once_synced_the_runs_of_objects_deleted_meanwhile_are_cleared(tmp_path):
+    runner = FakeRunner()
+    runner.on_disk = [("ns", "kept"), ("ns", "deleted-while-no-operator-ran"), ("other", "not-watched")]
+    watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="r")
+    controller = Controller(watch, client.ApiClient(), LocalStore(str(tmp_path / "store.db")), runner, Metrics(), 1,
+                            0, ["ns"])
+    controller.cache.put({"metadata": {"name": "kept", "namespace": "ns"}})
+    controller._synced()
+    assert controller.queue.get() == ("ns", "deleted-while-no-operator-ran") and len(controller.queue) == 0
+
+
 @pytest.mark.kubernetes
 def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_namespace, custom, tmp_path):
     create_pool(custom, kube_namespace)
@@ -68,18 +107,21 @@ def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_n
     runner = Runner(tmp_path / "runner", prefork=False)
     ghost = runner.private_dir(watch, kube_namespace, "deleted-while-no-operator-ran")
     (ghost / "artifacts").mkdir(parents=True)
-    controller = Controller(watch, kube_cluster.api_client(), runner, Metrics(), 1, 0, [kube_namespace])
-    controller.plural = "ipclaims"
-    assert controller._watch(kube_namespace, "1") is None  # 410 Gone: too old
-    version = controller._relist(kube_namespace)
+    store = KubernetesStore(kubeconfig=str(kube_cluster.kubeconfig))
+    controller = Controller(watch, kube_cluster.api_client(), store, runner, Metrics(), 1, 0, [kube_namespace])
+    informer = controller.informer
+    informer.plural = "ipclaims"
+    assert informer.watch_from(kube_namespace, "1") is None  # 410 Gone: too old
+    version = informer.relist(kube_namespace)
     assert int(version) > 1
-    assert sorted(controller.cache) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1")]
+    assert controller.cache.keys() == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1")]
+    assert controller.cache.get(kube_namespace, "claim-0")["kind"] == "IPClaim"  # a list leaves it out
     assert controller.synced.is_set()
     # The two claims to reconcile, and the directory of an object that is gone, to be cleared.
     keys = [controller.queue.get() for _key in range(len(controller.queue))]
     assert sorted(keys) == [(kube_namespace, "claim-0"), (kube_namespace, "claim-1"),
                             (kube_namespace, "deleted-while-no-operator-ran")]
-    controller.reconcile((kube_namespace, "deleted-while-no-operator-ran"))
+    controller.reconciler.reconcile((kube_namespace, "deleted-while-no-operator-ran"))
     assert not ghost.exists() and runner.objects(watch) == []
 
 

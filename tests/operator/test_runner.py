@@ -3,7 +3,12 @@ prefork server giving the same outcome as a fresh ansible-playbook, and runs tha
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,8 @@ from metal3_operator.parameters import extra_vars
 from metal3_operator.runner import Runner
 from metal3_operator.watches import Watch
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "operator"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "operator"
 WATCH = Watch("example.com", "v1", "Probe", role="probe")
 CR = {"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": "p-0", "namespace": "ns"},
       "spec": {"size": 3, "probeRequeue": 7}}
@@ -123,3 +129,35 @@ def test_a_role_found_by_its_path_runs_from_that_path(runner, tmp_path):
     by_path = Watch("example.com", "v1", "Probe", role=str(FIXTURES / "roles" / "probe"))
     assert run(runner, watch=by_path, probe_out=str(out)).ok
     assert json.loads(out.read_text())["size"] == 3
+
+
+def test_importing_the_runner_leaves_ptyprocess_alone_and_starting_one_patches_it_once(tmp_path):
+    # A process of its own: this one has started Runners already.
+    probe = f"""
+from pathlib import Path
+import ptyprocess
+original = ptyprocess.PtyProcess.close
+import metal3_operator.runner as runner
+assert ptyprocess.PtyProcess.close is original, "patched at import"
+runner.Runner(Path({str(tmp_path / "runner")!r}), prefork=False)
+patched = ptyprocess.PtyProcess.close
+assert patched is not original, "not patched by a started Runner"
+runner.Runner(Path({str(tmp_path / "runner")!r}), prefork=False)
+assert ptyprocess.PtyProcess.close is patched, "patched twice"
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "operator")})
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("requirements, package", [
+    ("requirements.txt", "ansible-core"),
+    ("operator/requirements.txt", "ansible-runner"),
+    ("operator/requirements.txt", "ptyprocess"),
+])
+def test_the_internals_the_runner_relies_on_are_pinned(requirements, package):
+    """prefork.py and runner.py reach into these packages' internals (operator/requirements.txt says which):
+    each is pinned to one version, and that is the version the tests run."""
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (ROOT / requirements).read_text(), re.MULTILINE))
+    assert package in pins, f"{package} is not pinned exactly in {requirements}"
+    assert version(package) == pins[package]

@@ -43,3 +43,5 @@ def test_the_failure_event_names_the_object():
     assert event["involvedObject"]["name"] == "bad" and event["involvedObject"]["uid"] == "u1"
     assert event["type"] == "Warning" and event["reason"] == "ReconcileFailed"
     assert len(event["message"]) == 1024 and event["metadata"]["namespace"] == "ns"
+    assert event["metadata"]["name"].startswith("bad.")  # and the time: one Event per failure, none taken twice
+    assert status.failure_event(obj, "again", "op")["metadata"]["name"] != event["metadata"]["name"]

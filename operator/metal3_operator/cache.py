@@ -1,0 +1,71 @@
+"""What the operator knows of one watched kind: the last version of each object its list/watch saw.
+
+The informer writes it; the reconciler reads an object from it instead of from the API, and the roles' reads of
+watched kinds can be served from it (``get`` and ``list`` are the read side; the objects they return are shared:
+copy before changing one).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+Key = tuple[str, str]  # (namespace, name); namespace "" for a cluster-scoped object
+Replaced = dict[Key, "dict[str, Any] | None"]  # each key listed again, and the version it replaced (None: new)
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
+
+
+class Cache:
+    def __init__(self, api_version: str, kind: str) -> None:
+        self.api_version = api_version
+        self.kind = kind
+        self._objects: dict[Key, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._objects)
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return sorted(self._objects)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._objects.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Objects of one namespace (all when None), by namespace and name."""
+        with self._lock:
+            return [o for k, o in sorted(self._objects.items(), key=lambda item: item[0])
+                    if namespace is None or k[0] == namespace]
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Store an object's new version; the version it replaces, if any."""
+        obj.setdefault("apiVersion", self.api_version)
+        obj.setdefault("kind", self.kind)
+        with self._lock:
+            old = self._objects.get(key_of(obj))
+            self._objects[key_of(obj)] = obj
+            return old
+
+    def remove(self, key: Key) -> dict[str, Any] | None:
+        with self._lock:
+            return self._objects.pop(key, None)
+
+    def replace(self, namespace: str, objects: list[dict[str, Any]]) -> tuple[list[Key], Replaced]:
+        """What a re-list of ``namespace`` ("" for all) saw, in place of what was known of it: the keys that went,
+        and the version each listed key replaced."""
+        for obj in objects:
+            obj.setdefault("apiVersion", self.api_version)
+            obj.setdefault("kind", self.kind)
+        listed = {key_of(o): o for o in objects}
+        with self._lock:
+            gone = [k for k in self._objects if (not namespace or k[0] == namespace) and k not in listed]
+            for k in gone:
+                del self._objects[k]
+            replaced = {k: self._objects.get(k) for k in listed}
+            self._objects.update(listed)
+        return gone, replaced
