@@ -73,7 +73,7 @@ def _load_documents(text: str, where: str) -> list[Any]:
     """Each document of ``text``, refused before it is built when its aliases expand past the bound."""
     loader = yaml.SafeLoader(text)
     try:
-        documents = []
+        documents: list[Any] = []
         while loader.check_node():
             node = loader.get_node()
             try:

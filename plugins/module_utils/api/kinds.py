@@ -26,8 +26,9 @@ class KindInfo:
     status_subresource: bool = False
     # openAPIV3Schema of the CRD's storage version; None for kinds stored as given.
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
-    # openAPIV3Schema of each served version, by version name; None for kinds stored as given.
-    schemas: dict[str, dict[str, Any]] | None = field(default=None, compare=False, hash=False)
+    # openAPIV3Schema of each served version, by version name (None for a version without one); None for kinds
+    # stored as given.
+    schemas: dict[str, dict[str, Any] | None] | None = field(default=None, compare=False, hash=False)
     # The version the CRD stores ('' for kinds stored as given, at whatever version they were written).
     storage: str = ""
 

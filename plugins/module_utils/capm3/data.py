@@ -90,8 +90,8 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataR
     claim = ensure_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
     rendered = (claim.get("status") or {}).get("renderedData")
     if rendered:
-        data = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
-        return DataResult(claim, data.changed, data.requeue_after, data.message, ready=data.ready)
+        step = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
+        return DataResult(claim, step.changed, step.requeue_after, step.message, ready=step.ready)
     template = (claim.get("spec") or {}).get("template") or {}
     if not template.get("name"):
         return _claim_status(store, claim, None, "spec.template.name: Required value", dry_run, None)
@@ -291,7 +291,8 @@ def _delete_data(store: Store, data: Object, dry_run: bool) -> DataResult:
     for key in ("metaData", "networkData"):
         name = (data["spec"].get(key) or {}).get("name")
         secret = store.get_if_exists(Ref("v1", "Secret", name, namespace)) if name else None
-        if controlled_by(secret, data):  # the spec names it; only a Secret this data rendered is deleted
+        # the spec names it; only a Secret this data rendered is deleted
+        if secret is not None and controlled_by(secret, data):
             with contextlib.suppress(NotFound):
                 store.delete(Ref.of(secret), dry_run=dry_run)
     try:

@@ -137,7 +137,8 @@ class _Flow:
 
     @property
     def host_name(self) -> str:
-        return (self.m3m["metadata"].get("annotations") or {}).get(HOST_ANNOTATION, "")
+        annotations: dict[str, str] = self.m3m["metadata"].get("annotations") or {}
+        return annotations.get(HOST_ANNOTATION, "")
 
     def _host_ref(self) -> Ref | None:
         if not self.host_name:
@@ -236,7 +237,7 @@ class _Flow:
             return None
         owner = owner_named(self.machine or {"metadata": {}}, "MachineSet") or owner_named(
             self.machine or {"metadata": {}}, "KubeadmControlPlane")
-        return owner["name"] if owner else template["metadata"]["name"]
+        return str(owner["name"] if owner else template["metadata"]["name"])
 
     def _data_template(self, host: Object) -> dict[str, str] | None:
         """The template of the failure domain of the host actually claimed, else spec.dataTemplate."""
@@ -273,7 +274,7 @@ class _Flow:
         spec = self.m3m["spec"]
         result: dict[str, Any] = {key: spec[key] for key in ("metaData", "networkData") if spec.get(key)}
         if claim is not None:
-            rendered = (claim.get("status") or {}).get("renderedData")
+            rendered = (claim.get("status") or {})["renderedData"]  # a claim is ready once it has one
             data = self.store.get(Ref(INFRA_API, "Metal3Data", rendered["name"], self.ref.namespace))
             result.update({key: data["spec"][key] for key in ("metaData", "networkData") if data["spec"].get(key)})
             result["renderedData"] = rendered

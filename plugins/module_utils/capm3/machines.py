@@ -72,7 +72,7 @@ class MachineSet:
                 check_name(value, field)
 
 
-def spread(domains: list[str], taken: list[str]) -> str | None:
+def spread(domains: list[str], taken: list[str | None]) -> str | None:
     """The failure domain with the fewest machines (ties: the first by name), as KCP chooses."""
     if not domains:
         return None
@@ -122,8 +122,8 @@ def _create(store: Store, machine_set: MachineSet, name: str, domain: str | None
         spec["bootstrap"]["dataSecretName"] = machine_set.bootstrap_secret
     if domain:
         spec["failureDomain"] = domain
-    machine = {"apiVersion": CAPI_API, "kind": "Machine", "metadata": {"name": name, "namespace": ns,
-                                                                       "labels": labels}, "spec": spec}
+    machine: Object = {"apiVersion": CAPI_API, "kind": "Machine",
+                       "metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": spec}
     try:
         machine = store.create(machine, dry_run=dry_run)
     except AlreadyExists:

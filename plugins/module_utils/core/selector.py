@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import DNS_SUBDOMAIN
@@ -244,7 +244,7 @@ def parse_selector(selectors: str | Iterable[str] | None) -> Selector:
 
 
 def selector_from_match(match_labels: Mapping[str, str] | None = None,
-                        match_expressions: Iterable[Mapping] | None = None) -> Selector:
+                        match_expressions: Iterable[Mapping[str, Any]] | None = None) -> Selector:
     """The Selector of a metav1.LabelSelector (matchLabels + matchExpressions)."""
     requirements = [Requirement(k, EQUALS, (str(v),)) for k, v in sorted((match_labels or {}).items())]
     operators = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST}

@@ -19,7 +19,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import SCHEMES, Driver, driver_for
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 QUALIFIED_KIND = "BareMetalHost.metal3.io"
 STATUS_ANNOTATION = "baremetalhost.metal3.io/status"
@@ -132,7 +131,7 @@ def bmc_access(address: str, disable_certificate_verification: bool = False) -> 
     return BMCAccess(scheme, driver)
 
 
-def admit_host(store: Store, new: Object, old: Object | None) -> None:
+def admit_host(store: admission.Reader, new: Object, old: Object | None) -> None:
     """Upstream's BareMetalHost webhook: Invalid listing every problem, each naming its field."""
     problems = list(validate_host(new))
     if old is not None:
@@ -497,7 +496,7 @@ def _unknown_field(value: Any, shape: Any) -> str | None:
     if isinstance(shape, dict) and isinstance(value, dict):
         for key, item in value.items():
             if key not in shape:
-                return key
+                return str(key)
             found = _unknown_field(item, shape[key])
             if found:
                 return found

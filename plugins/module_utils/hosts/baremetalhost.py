@@ -209,6 +209,7 @@ class _Reconcile:
         self.status.setdefault("provisioning", {}).setdefault("state", NONE)
         self.status.setdefault("errorCount", 0)
         self.changed = False
+        self.deleted = False  # the finalizer is gone: nothing is left to write
         self.message = ""
         self.node_name = f"{self.ref.namespace}{NODE_NAME_SEPARATOR}{self.ref.name}"
         self._provisioner: Provisioner | None = None
@@ -218,7 +219,7 @@ class _Reconcile:
     # -- the frame ------------------------------------------------------------------------------------
     @property
     def state(self) -> str:
-        return self.status["provisioning"]["state"]
+        return str(self.status["provisioning"]["state"])
 
     @property
     def provisioner(self) -> Provisioner:
@@ -241,9 +242,9 @@ class _Reconcile:
                 action = self._handler()(self)
             except HostFailure as failure:
                 action = self._fail(failure)
-            if not action.go_on or self.host is None:
+            if not action.go_on or self.deleted:
                 break
-        if self.host is None:  # deleted
+        if self.deleted:
             return HostStep(None, True, None, self.message or "deleted", state=DELETING)
         requeue_after = action.requeue_after
         if not self._write_status() and requeue_after is None:
@@ -656,7 +657,7 @@ class _Reconcile:
         if waiting is not None:
             return waiting
         remove_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
-        self.host = None
+        self.deleted = True
         self.message = "deleted" + (f": {result.message}" if result.message else "")
         return REST
 

@@ -17,7 +17,7 @@ import ipaddress
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, overload
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, address_record
@@ -115,28 +115,48 @@ class _Claim:
 
     @property
     def name(self) -> str:
-        return self.obj["metadata"]["name"]
+        return str(self.obj["metadata"]["name"])
 
     @property
     def namespace(self) -> str:
-        return self.obj["metadata"]["namespace"]
+        return str(self.obj["metadata"]["namespace"])
 
     @property
     def ref(self) -> Ref:
         return Ref.of(self.obj)
 
 
+@overload
 def _record(store: Store, pool_ref: Ref, changes: dict[str, str | None], dry_run: bool,
-            also: dict[str, Any] | None = None) -> Object:
+            also: dict[str, Any] | None = None, version: None = None) -> Object: ...
+
+
+@overload
+def _record(store: Store, pool_ref: Ref, changes: dict[str, str | None], dry_run: bool,
+            also: dict[str, Any] | None = None, version: str | None = None) -> Object | None: ...
+
+
+def _record(store: Store, pool_ref: Ref, changes: dict[str, str | None], dry_run: bool,
+            also: dict[str, Any] | None = None, version: str | None = None) -> Object | None:
     """Write claims' addresses into (None: out of) the pool's allocations, the allocator's index.
 
-    A merge patch of the claims' own keys: no read, no lock, so claimers never contend on the pool. The
-    index is a hint (the IPAddress named after an address is what makes it taken): a key two namespaces'
-    claims share, or one a racing release drops, costs a later claimer one lost create, never a duplicate;
-    the pool's reconcile rebuilds it from the IPAddresses.
+    A merge patch of the claims' own keys, with no read before it. The index is a hint (the IPAddress named
+    after an address is what makes it taken): a key two namespaces' claims share, or one a racing release
+    drops, costs a later claimer one lost create, never a duplicate; the pool's reconcile rebuilds it from the
+    IPAddresses. With ``version``, only onto the pool at that resourceVersion, else not at all (None): a
+    claimer's hint is dropped when the pool is busy, rather than queue up its writers on the API server, which
+    retries an unconditional patch of one object until it lands.
     """
-    patch = {"status": {"indexes": dict(changes), "allocations": dict(changes), "lastUpdated": now(), **(also or {})}}
-    return store.patch_status(pool_ref, patch, dry_run=dry_run)
+    patch: Object = {"status": {"indexes": dict(changes), "allocations": dict(changes), "lastUpdated": now(),
+                                **(also or {})}}
+    if version is not None:
+        patch["metadata"] = {"resourceVersion": version}
+    try:
+        return store.patch_status(pool_ref, patch, dry_run=dry_run)
+    except Conflict:
+        if version is None:
+            raise
+        return None
 
 
 def _allocations(pool_obj: Object) -> dict[str, str]:
@@ -309,6 +329,7 @@ class _Candidates:
     def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim) -> None:
         self.store, self.pool_obj, self.pool = store, pool_obj, pool
         self.claim_name = claim.name
+        self.version: str | None = pool_obj["metadata"].get("resourceVersion")  # of the index as last read
         self.in_use = InUse.of(pool.offsets_of(self._others(pool_obj)))
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
@@ -355,6 +376,7 @@ class _Candidates:
         # The index as it is now: with the addresses the claimers racing this one have since written there.
         with contextlib.suppress(NotFound):
             fresh = self.store.get(Ref.of(self.pool_obj))
+            self.version = fresh["metadata"].get("resourceVersion")
             for taken in self.pool.offsets_of(self._others(fresh)):
                 self.in_use.add(taken)
 
@@ -559,6 +581,15 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     # What the pool's index says of the claim: each address is written there before its create, so that the
     # claimers that read the index next pass it by instead of racing for it.
     indexed = _allocations(pool_obj).get(claim.name)
+    pool_ref = claim.pool
+
+    def hint(address: str | None) -> None:
+        nonlocal indexed
+        written = _record(store, pool_ref, {claim.name: address}, dry_run, version=candidates.version)
+        if written is not None:
+            candidates.version = written["metadata"].get("resourceVersion")
+            indexed = address
+
     # A reservation left by an earlier reconcile (or one running now) is taken first.
     address_to_take = _reserved_address(claim)
     reserved = address_to_take is not None
@@ -568,12 +599,11 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
             from_annotation = False
             address_to_take = candidates.next()
             if address_to_take is None:
-                if indexed is not None and indexed != _allocations(pool_obj).get(claim.name):
-                    _record(store, claim.pool, {claim.name: None}, dry_run)
+                if indexed is not None:  # a claim that holds no address has no key
+                    hint(None)
                 return Allocation(write_status(None, candidates.error, None), error=candidates.error)
             if indexed != address_to_take:
-                _record(store, claim.pool, {claim.name: address_to_take}, dry_run)
-                indexed = address_to_take
+                hint(address_to_take)
             if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap
                 try:
                     _reserve(store, claim, address_to_take, dry_run)
@@ -596,6 +626,8 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
             return Allocation(None, released=True, changed=True)
         taken = kept
     if indexed != taken["spec"]["address"]:
+        # Whatever the pool's version: the index must catch up with what is taken, or the claimers that read
+        # it next all lose this address before they find the next free one.
         _record(store, claim.pool, {claim.name: taken["spec"]["address"]}, dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
 
@@ -743,7 +775,7 @@ def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: 
     if pool_uid and spec["pool"].get("namespace", claim.namespace) == claim.namespace:
         owners.append({"apiVersion": IPAM_API, "kind": "IPPool", "name": spec["pool"]["name"], "uid": pool_uid,
                        "controller": False, "blockOwnerDeletion": True})
-    wanted = {
+    wanted: Object = {
         "apiVersion": CAPI_IPAM_API, "kind": "IPAddress",
         "metadata": {"name": claim.name, "namespace": claim.namespace, "finalizers": [CAPI_ADDRESS_FINALIZER],
                      "ownerReferences": owners},

@@ -105,7 +105,8 @@ def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
 
 def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: bool = False) -> dict[str, Any]:
     """Ensure the pool (when a definition is given), then rebuild its status from its addresses."""
-    changed, diff = False, {"before": {}, "after": {}}
+    changed = False
+    diff: dict[str, Any] = {"before": {}, "after": {}}
     if definition is not None:
         annotations = definition["metadata"].get("annotations") or {}
         if None in annotations.values() and store.get_if_exists(ref) is None:

@@ -195,8 +195,9 @@ def _check_schema(obj: dict[str, Any]) -> None:
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or not api_version:
         api_version = POOL_API
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    checked: dict[str, Any] = {"apiVersion": api_version, "kind": "IPPool", "metadata": {"name": metadata.get("name")}}
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    checked: dict[str, Any] = {"apiVersion": api_version, "kind": "IPPool", "metadata": {"name": name}}
     if obj.get("spec") is not None:
         checked["spec"] = obj["spec"]
     validate(lookup(api_version, "IPPool"), checked)
@@ -316,7 +317,8 @@ def _bounds(where: str, version: int, subnet: ipaddress.IPv4Interface | ipaddres
         else:
             last = int(ipaddress.ip_address(LONGEST_ADDRESS[version]))
     else:
-        return int(end) + 1, int(end)  # type: ignore[arg-type] # only end: no address, as upstream's
+        assert end is not None  # _entry refuses an entry with none of subnet, start and end
+        return int(end) + 1, int(end)  # only end: no address, as upstream's
     if first > last:
         if start is not None and end is not None:
             raise Invalid(f"{where}.start: Invalid value: {str(start)!r}: after end {str(end)!r}")

@@ -176,8 +176,9 @@ class Ironic:
 
     def inventory(self, node: Node) -> dict[str, Any] | None:
         """What inspection found (Ironic's inventory), or None when it stored none."""
-        return self._call(f"read the inventory of node {node['name']}", "get_node_inventory",
-                          node["id"])
+        inventory: dict[str, Any] | None = self._call(f"read the inventory of node {node['name']}",
+                                                      "get_node_inventory", node["id"])
+        return inventory
 
     def inspection_finished_at(self, node: Node) -> str | None:
         """When Ironic last finished inspecting the node (None: never, or one is running).
@@ -192,7 +193,8 @@ class Ironic:
         if response.status_code >= 400:
             raise IronicRefused(f"Ironic refused to read node {node['name']}: {response.text.strip()[:200]}",
                                 response.status_code)
-        return response.json().get("inspection_finished_at")
+        finished: str | None = response.json().get("inspection_finished_at")
+        return finished
 
     def take_provisioning_slot(self, limit: int) -> tuple[bool, int]:
         """Whether one more node may start inspecting, cleaning, deploying or undeploying (and the busy count).

@@ -365,9 +365,10 @@ def instance_info(image: dict[str, Any], boot_mode: str | None = None) -> dict[s
 
 
 def root_device_hints(hints: dict[str, Any] | None) -> dict[str, Any]:
-    result = {ROOT_DEVICE_HINTS[k]: v for k, v in (hints or {}).items() if k in ROOT_DEVICE_HINTS}
-    if (hints or {}).get("minSizeGigabytes"):
-        result["size"] = f">= {hints['minSizeGigabytes']}"  # type: ignore[index]
+    hints = hints or {}
+    result = {ROOT_DEVICE_HINTS[k]: v for k, v in hints.items() if k in ROOT_DEVICE_HINTS}
+    if hints.get("minSizeGigabytes"):
+        result["size"] = f">= {hints['minSizeGigabytes']}"
     return result
 
 

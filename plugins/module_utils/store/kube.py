@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import selector as sel
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
@@ -57,9 +57,11 @@ TOO_MANY_REQUESTS_RETRIES = 10
 STRICT = [("fieldValidation", "Strict")]
 MERGE_PATCH = "application/merge-patch+json"
 
+T = TypeVar("T")
 
-def _configuration(kubeconfig: str | dict | None, context: str | None, host: str | None, api_key: str | None,
-                   validate_certs: bool | None, ca_cert: str | None, client_cert: str | None,
+
+def _configuration(kubeconfig: str | dict[str, Any] | None, context: str | None, host: str | None,
+                   api_key: str | None, validate_certs: bool | None, ca_cert: str | None, client_cert: str | None,
                    client_key: str | None) -> Any:
     """A client Configuration, resolved as kubernetes.core resolves its auth options."""
     configuration = k8s_client.Configuration()
@@ -108,7 +110,8 @@ def _configuration(kubeconfig: str | dict | None, context: str | None, host: str
 
 def _message(e: Any) -> str:
     try:
-        return json.loads(e.body)["message"]
+        message: str = json.loads(e.body)["message"]
+        return message
     except (TypeError, ValueError, KeyError, AttributeError):
         return str(getattr(e, "reason", "") or e)
 
@@ -116,9 +119,9 @@ def _message(e: Any) -> str:
 class KubernetesStore(Store):
     backend = "kubernetes"
 
-    def __init__(self, kubeconfig: str | dict | None = None, context: str | None = None, host: str | None = None,
-                 api_key: str | None = None, validate_certs: bool | None = None, ca_cert: str | None = None,
-                 client_cert: str | None = None, client_key: str | None = None) -> None:
+    def __init__(self, kubeconfig: str | dict[str, Any] | None = None, context: str | None = None,
+                 host: str | None = None, api_key: str | None = None, validate_certs: bool | None = None,
+                 ca_cert: str | None = None, client_cert: str | None = None, client_key: str | None = None) -> None:
         if KUBERNETES_IMPORT_ERROR is not None:
             raise BadRequest("backend: kubernetes needs the Python library 'kubernetes' on the controller "
                              f"(pip install kubernetes): {KUBERNETES_IMPORT_ERROR}")
@@ -132,7 +135,7 @@ class KubernetesStore(Store):
     def close(self) -> None:
         self._api.close()
 
-    def _call(self, operation: Any) -> Any:
+    def _call(self, operation: Callable[[], T]) -> T:
         """Run one API call, mapping the client's exceptions to the store's.
 
         429 (throttled, or storage of a new CRD still initialising) is retried after the delay the server
@@ -154,6 +157,11 @@ class KubernetesStore(Store):
                 reason = getattr(e, "reason", None) or e
                 raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
 
+    def _answer(self, request: Callable[[], Any]) -> Object:
+        """Run one API request (see :meth:`_call`); its answer, an object, a list or a Status, as a dict."""
+        answer: Object = self._call(lambda: request().to_dict())
+        return answer
+
     def _resource(self, api_version: str, kind: str) -> Any:
         key = (api_version, kind)
         if key not in self._resources:
@@ -173,8 +181,8 @@ class KubernetesStore(Store):
     def get(self, ref: Ref) -> Object:
         check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
-        return self._call(lambda: resource.get(name=ref.name, namespace=ref.namespace,
-                                               _request_timeout=REQUEST_TIMEOUT).to_dict())
+        return self._answer(lambda: resource.get(name=ref.name, namespace=ref.namespace,
+                                                 _request_timeout=REQUEST_TIMEOUT))
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
@@ -182,8 +190,8 @@ class KubernetesStore(Store):
         if namespace is not None:
             check_namespace(namespace, f"{kind} namespace")
         resource = self._resource(api_version, kind)
-        result = self._call(lambda: resource.get(namespace=namespace, label_selector=selector,
-                                                 _request_timeout=REQUEST_TIMEOUT).to_dict())
+        result = self._answer(lambda: resource.get(namespace=namespace, label_selector=selector,
+                                                   _request_timeout=REQUEST_TIMEOUT))
         items = result.get("items") or []
         for item in items:  # list responses leave these out of each item
             item["apiVersion"], item["kind"] = api_version, kind
@@ -194,27 +202,27 @@ class KubernetesStore(Store):
         ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
-        return self._call(lambda: resource.create(body=obj, namespace=ref.namespace, query_params=list(STRICT),
-                                                  _request_timeout=REQUEST_TIMEOUT, **self._dry(dry_run)).to_dict())
+        return self._answer(lambda: resource.create(body=obj, namespace=ref.namespace, query_params=list(STRICT),
+                                                    _request_timeout=REQUEST_TIMEOUT, **self._dry(dry_run)))
 
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
         ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
-        return self._call(lambda: resource.replace(body=obj, name=ref.name, namespace=ref.namespace,
-                                                   query_params=list(STRICT), _request_timeout=REQUEST_TIMEOUT,
-                                                   **self._dry(dry_run)).to_dict())
+        return self._answer(lambda: resource.replace(body=obj, name=ref.name, namespace=ref.namespace,
+                                                     query_params=list(STRICT), _request_timeout=REQUEST_TIMEOUT,
+                                                     **self._dry(dry_run)))
 
     def update_status(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
         ref = checked_ref(obj)
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
-        return self._call(lambda: resource.status.replace(body=obj, name=ref.name, namespace=ref.namespace,
-                                                          query_params=list(STRICT),
-                                                          _request_timeout=REQUEST_TIMEOUT,
-                                                          **self._dry(dry_run)).to_dict())
+        return self._answer(lambda: resource.status.replace(body=obj, name=ref.name, namespace=ref.namespace,
+                                                            query_params=list(STRICT),
+                                                            _request_timeout=REQUEST_TIMEOUT,
+                                                            **self._dry(dry_run)))
 
     def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
         check_ref(ref)
@@ -229,18 +237,18 @@ class KubernetesStore(Store):
     def _patch(self, resource: Any, ref: Ref, patch: Object, dry_run: bool) -> Object:
         if not isinstance(patch, dict):
             raise BadRequest(f"a merge patch must be a mapping, not {type(patch).__name__}")
-        return self._call(lambda: resource.patch(body=patch, name=ref.name, namespace=ref.namespace,
-                                                 content_type=MERGE_PATCH, query_params=list(STRICT),
-                                                 _request_timeout=REQUEST_TIMEOUT,
-                                                 **self._dry(dry_run)).to_dict())
+        return self._answer(lambda: resource.patch(body=patch, name=ref.name, namespace=ref.namespace,
+                                                   content_type=MERGE_PATCH, query_params=list(STRICT),
+                                                   _request_timeout=REQUEST_TIMEOUT,
+                                                   **self._dry(dry_run)))
 
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
         check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
-        result = self._call(lambda: resource.delete(name=ref.name, namespace=ref.namespace,
-                                                    propagation_policy="Background",
-                                                    _request_timeout=REQUEST_TIMEOUT,
-                                                    **self._dry(dry_run)).to_dict())
+        result = self._answer(lambda: resource.delete(name=ref.name, namespace=ref.namespace,
+                                                      propagation_policy="Background",
+                                                      _request_timeout=REQUEST_TIMEOUT,
+                                                      **self._dry(dry_run)))
         # kube-apiserver answers with the object while finalizers hold it, else with the last state or a Status.
         if result.get("kind") != "Status" and (result.get("metadata") or {}).get("finalizers"):
             return result

@@ -198,7 +198,8 @@ class LocalStore(Store):
             cursor = self._db.execute(
                 "INSERT INTO objects (grp, kind, namespace, name, uid, body) VALUES (?, ?, ?, ?, ?, ?)",
                 (info.group, info.kind, metadata["namespace"], metadata["name"], metadata["uid"], body))
-            row_id = int(cursor.lastrowid)
+            row_id = cursor.lastrowid
+            assert row_id is not None  # every INSERT of one row sets it
         else:
             self._db.execute("UPDATE objects SET body=? WHERE id=?", (body, row_id))
             self._db.execute("DELETE FROM labels WHERE object_id=?", (row_id,))

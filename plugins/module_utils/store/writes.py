@@ -47,7 +47,7 @@ def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: b
                   message: str = "") -> list[dict[str, Any]]:
     """``conditions`` with the one of ``type_`` set; lastTransitionTime moves only when it changes."""
     value = status if isinstance(status, str) else ("True" if status else "False")
-    condition = {"type": type_, "status": value, "reason": reason, "message": message}
+    condition: dict[str, Any] = {"type": type_, "status": value, "reason": reason, "message": message}
     previous = next((c for c in conditions or [] if c.get("type") == type_), {})
     same = all(previous.get(key) == condition[key] for key in ("status", "reason", "message"))
     condition["lastTransitionTime"] = previous.get("lastTransitionTime") if same else now()

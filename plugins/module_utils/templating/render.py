@@ -27,10 +27,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Union, overload
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
 Addresses = Mapping[str, Union[Address, dict[str, Any]]]  # noqa: UP007 - a runtime alias
 """Pool name -> the address claimed from it: an :class:`Address`, or its mapping (an ``ip_claim`` result)."""
@@ -85,7 +86,7 @@ class PoolRef(NamedTuple):
 
 # -- public API ---------------------------------------------------------------------------------------------
 
-def normalize_template_spec(spec: dict) -> dict:
+def normalize_template_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """``{"metaData", "networkData"}`` of a Metal3DataTemplate spec, upstream's or the seed's (under ``template``).
 
     A part the template does not set is an empty mapping.
@@ -101,19 +102,19 @@ def normalize_template_spec(spec: dict) -> dict:
     return normalized
 
 
-def referenced_pools(template_spec: dict) -> list[str]:
+def referenced_pools(template_spec: dict[str, Any]) -> list[str]:
     """The pools a template names directly, sorted; those named by an annotation need :func:`pool_names`."""
     return sorted({ref.name for ref in _pool_refs(normalize_template_spec(template_spec)) if ref.name is not None})
 
 
-def pool_names(template_spec: dict, objects: dict[str, dict] | None = None) -> list[str]:
+def pool_names(template_spec: dict[str, Any], objects: dict[str, Object] | None = None) -> list[str]:
     """Every pool a template names, sorted, reading ``fromPoolAnnotation`` from the annotations of ``objects``."""
     objects = objects or {}
     return sorted({_pool_name(ref, objects) for ref in _pool_refs(normalize_template_spec(template_spec))})
 
 
-def render_network_data(network_data: dict, addresses: Addresses, host: dict | None = None,
-                        objects: dict[str, dict] | None = None) -> dict:
+def render_network_data(network_data: dict[str, Any], addresses: Addresses, host: Object | None = None,
+                        objects: dict[str, Object] | None = None) -> dict[str, Any]:
     """OpenStack network_data.json of a template's networkData, with the addresses claimed from its pools."""
     network_data = _fields(network_data, "networkData", ("links", "networks", "services"))
     objects = _objects(objects)
@@ -135,7 +136,7 @@ def render_network_data(network_data: dict, addresses: Addresses, host: dict | N
     return rendered
 
 
-def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addresses: Addresses,
+def render_meta_data(meta_data: dict[str, Any], index: int, objects: dict[str, Object], addresses: Addresses,
                      namespace: str) -> dict[str, str]:
     """cloud-init meta_data of a template's metaData for the Metal3Data of ``index`` in ``namespace``."""
     objects = _objects(objects)
@@ -144,7 +145,7 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
     if not isinstance(namespace, str) or not namespace:
         raise Invalid(f"namespace: must be a non-empty string, not {namespace!r}")
 
-    def from_host_interface(item: dict, path: str) -> str:
+    def from_host_interface(item: dict[str, Any], path: str) -> str:
         host = objects.get("baremetalhost")
         if item.get("fromBootMAC"):
             if item.get("interface"):
@@ -152,8 +153,8 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
             return _boot_mac(host, f"{path}.fromBootMAC")
         return _nic_mac(host, _string(item, "interface", path), f"{path}.interface")
 
-    def from_pool(field: str) -> Callable[[dict, str], str]:
-        def render(item: dict, path: str) -> str:
+    def from_pool(field: str) -> Callable[[dict[str, Any], str], str]:
+        def render(item: dict[str, Any], path: str) -> str:
             name = _string(item, "name", path)
             pool = _pool(addresses, name, path)
             if field == "prefix":
@@ -163,7 +164,7 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
             return str(getattr(pool, field) or "")
         return render
 
-    def from_index(item: dict, path: str) -> str:
+    def from_index(item: dict[str, Any], path: str) -> str:
         offset = _integer(item.get("offset", 0), f"{path}.offset")
         step = _integer(item.get("step"), f"{path}.step") if item.get("step") is not None else 1
         # upstream reads step 0 as the default 1
@@ -171,26 +172,26 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
         return f"{_string(item, 'prefix', path, required=False) or ''}{value}" \
                f"{_string(item, 'suffix', path, required=False) or ''}"
 
-    def object_name(item: dict, path: str) -> str:
+    def object_name(item: dict[str, Any], path: str) -> str:
         return str(_metadata(objects, item.get("object"), f"{path}.object", "name") or "")
 
-    def from_label(item: dict, path: str) -> str:
+    def from_label(item: dict[str, Any], path: str) -> str:
         labels = _mapping(_metadata(objects, item.get("object"), f"{path}.object", "labels"), f"{path}.object")
         return str(labels.get(_string(item, "label", path), ""))
 
-    def from_annotation(item: dict, path: str) -> str:
+    def from_annotation(item: dict[str, Any], path: str) -> str:
         annotations = _mapping(_metadata(objects, item.get("object"), f"{path}.object", "annotations"),
                                f"{path}.object")
         return str(annotations.get(_string(item, "annotation", path), ""))
 
-    def literal(item: dict, path: str) -> str:
+    def literal(item: dict[str, Any], path: str) -> str:
         value = item.get("value")
         if not isinstance(value, str):
             raise Invalid(f"{path}.value: must be a string")
         return value
 
     # upstream's order; strings come last so they override any other source of the same key
-    sources: list[tuple[str, tuple[str, ...], Callable[[dict, str], str]]] = [
+    sources: list[tuple[str, tuple[str, ...], Callable[[dict[str, Any], str], str]]] = [
         ("fromHostInterfaces", ("interface", "fromBootMAC"), from_host_interface),
         *((source, POOL_ITEM_FIELDS, from_pool(field)) for source, field in META_DATA_POOL_SOURCES.items()),
         ("indexes", ("offset", "step", "prefix", "suffix"), from_index),
@@ -214,7 +215,7 @@ def render_meta_data(meta_data: dict, index: int, objects: dict[str, dict], addr
 
 # -- pools --------------------------------------------------------------------------------------------------
 
-def _pool_refs(spec: dict) -> Iterator[PoolRef]:
+def _pool_refs(spec: dict[str, Any]) -> Iterator[PoolRef]:
     """Every place the metaData and networkData of a normalized spec name a pool, in upstream's precedence."""
     meta_data = _mapping(spec.get("metaData"), "metaData")
     for source in META_DATA_POOL_SOURCES:
@@ -240,7 +241,7 @@ def _pool_refs(spec: dict) -> Iterator[PoolRef]:
         yield dns
 
 
-def _network_pool(network: dict, path: str) -> PoolRef:
+def _network_pool(network: dict[str, Any], path: str) -> PoolRef:
     """The pool of a static network: fromPoolAnnotation, else fromPoolRef, else ipAddressFromIPPool."""
     if network.get("fromPoolAnnotation") is not None:
         field = f"{path}.fromPoolAnnotation"
@@ -252,7 +253,7 @@ def _network_pool(network: dict, path: str) -> PoolRef:
     raise Invalid(f"{path}.ipAddressFromIPPool: required (or fromPoolRef, or fromPoolAnnotation)")
 
 
-def _gateway(route: dict, path: str) -> str | PoolRef:
+def _gateway(route: dict[str, Any], path: str) -> str | PoolRef:
     """A route's gateway, literal or the gateway of a pool: string, else fromPoolAnnotation, fromPoolRef, fromIPPool."""
     if _aliased(route, path, "gateway", "via") == "via":
         return _string(route, "via", path)
@@ -288,7 +289,7 @@ def _pool_ref_name(value: Any, path: str) -> str:
     return _string(_fields(value, path, POOL_ITEM_FIELDS), "name", path)
 
 
-def _pool_name(ref: PoolRef, objects: dict[str, dict]) -> str:
+def _pool_name(ref: PoolRef, objects: dict[str, Object]) -> str:
     if ref.name is not None:
         return ref.name
     return _annotation_value(objects, ref.annotation or {}, ref.path)
@@ -322,7 +323,7 @@ def _pool_address(pool: Address, name: str, path: str, version: int) -> str:
 
 # -- networkData --------------------------------------------------------------------------------------------
 
-def _links(value: Any, host: dict | None, objects: dict[str, dict],
+def _links(value: Any, host: Object | None, objects: dict[str, Object],
            references: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The links in upstream's order (renderNetworkLinks): bonds, then ethernets, then vlans.
 
@@ -370,7 +371,7 @@ def _links(value: Any, host: dict | None, objects: dict[str, dict],
     return [*bonds, *ethernets, *vlans]
 
 
-def _ethernet(link: dict, path: str, host: dict | None, objects: dict[str, dict]) -> dict[str, Any]:
+def _ethernet(link: dict[str, Any], path: str, host: Object | None, objects: dict[str, Object]) -> dict[str, Any]:
     entry = {"type": _choice(link, "type", path, LINK_TYPES), "id": _string(link, "id", path),
              "mtu": _mtu(link, path)}
     _named(entry, link, path)
@@ -394,7 +395,7 @@ def _vlan_mac(vlan_link: str, macs: dict[str, str | None], path: str) -> str:
     return mac
 
 
-def _bond(link: dict, path: str, host: dict | None, objects: dict[str, dict]) -> dict[str, Any]:
+def _bond(link: dict[str, Any], path: str, host: Object | None, objects: dict[str, Object]) -> dict[str, Any]:
     _fixed_type(link, path, "bond")
     entry: dict[str, Any] = {"type": "bond", "id": _string(link, "id", path), "mtu": _mtu(link, path),
                              "bond_mode": _choice(link, "bondMode", path, BOND_MODES),
@@ -414,7 +415,7 @@ def _bond(link: dict, path: str, host: dict | None, objects: dict[str, dict]) ->
     return entry
 
 
-def _bond_links(link: dict, path: str) -> list[str]:
+def _bond_links(link: dict[str, Any], path: str) -> list[str]:
     field = _aliased(link, path, "bondLinks", "interfaces")
     links = link.get(field)
     if links is None:
@@ -424,7 +425,7 @@ def _bond_links(link: dict, path: str) -> list[str]:
     return list(links)
 
 
-def _bond_parameters(link: dict, path: str) -> list[tuple[str, str, Any]]:
+def _bond_parameters(link: dict[str, Any], path: str) -> list[tuple[str, str, Any]]:
     """(path, name, value) of every bond parameter: the seed's bond fields, then ``parameters``."""
     parameters = [(f"{path}.{field}", name, link[field])
                   for field, name in BOND_PARAMETER_FIELDS.items() if link.get(field) is not None]
@@ -442,7 +443,7 @@ def _bond_parameters(link: dict, path: str) -> list[tuple[str, str, Any]]:
     return parameters
 
 
-def _mac_address(value: Any, path: str, host: dict | None, objects: dict[str, dict]) -> str:
+def _mac_address(value: Any, path: str, host: Object | None, objects: dict[str, Object]) -> str:
     if value is None:
         raise Invalid(f"{path}: required")
     mac = _fields(value, path, MAC_ADDRESS_FIELDS)
@@ -461,7 +462,7 @@ def _mac_address(value: Any, path: str, host: dict | None, objects: dict[str, di
     return address.replace("-", ":")  # cloud-init and netplan match NICs by the colon form only
 
 
-def _named(entry: dict[str, Any], link: dict, path: str) -> dict[str, Any]:
+def _named(entry: dict[str, Any], link: dict[str, Any], path: str) -> dict[str, Any]:
     name = _string(link, "name", path, required=False)
     if name is not None:
         if len(name) > LINK_NAME_MAX or not LINK_NAME.fullmatch(name):
@@ -471,16 +472,16 @@ def _named(entry: dict[str, Any], link: dict, path: str) -> dict[str, Any]:
     return entry
 
 
-def _fixed_type(link: dict, path: str, kind: str) -> None:
+def _fixed_type(link: dict[str, Any], path: str, kind: str) -> None:
     if link.get("type") is not None and link["type"] != kind:
         raise Invalid(f"{path}.type: must be '{kind}' if set")
 
 
-def _mtu(link: dict, path: str) -> int:
+def _mtu(link: dict[str, Any], path: str) -> int:
     return _integer(link["mtu"], f"{path}.mtu", *MTU_RANGE) if link.get("mtu") is not None else 1500
 
 
-def _networks(value: Any, addresses: Addresses, objects: dict[str, dict],
+def _networks(value: Any, addresses: Addresses, objects: dict[str, Object],
               references: list[tuple[str, str]]) -> list[dict[str, Any]]:
     networks = _fields(value, "networkData.networks", NETWORK_KINDS)
     rendered: list[dict[str, Any]] = []
@@ -502,20 +503,20 @@ def _networks(value: Any, addresses: Addresses, objects: dict[str, dict],
 
 
 def _routes(value: Any, path: str, version: int, addresses: Addresses,
-            objects: dict[str, dict]) -> list[dict[str, Any]]:
+            objects: dict[str, Object]) -> list[dict[str, Any]]:
     rendered = []
     for route_path, item in _items(value, path):
         route = _fields(item, route_path, ROUTE_FIELDS)
         network, prefix = _destination(route, route_path, version)
-        gateway = _gateway(route, route_path)
-        if isinstance(gateway, PoolRef):
-            name = _pool_name(gateway, objects)
-            gateway_path = gateway.path
+        given = _gateway(route, route_path)
+        if isinstance(given, PoolRef):
+            name = _pool_name(given, objects)
+            gateway_path = given.path
             gateway = _pool(addresses, name, gateway_path).gateway
             if not gateway:
                 raise Invalid(f"{gateway_path}: pool '{name}' has no gateway")
         else:
-            gateway_path = f"{route_path}.{_aliased(route, route_path, 'gateway', 'via')}"
+            gateway, gateway_path = given, f"{route_path}.{_aliased(route, route_path, 'gateway', 'via')}"
         _ip(gateway, gateway_path, version)
         # upstream writes services on every route, an empty list when the route has none
         rendered.append({"network": network, "netmask": _netmask(prefix, version), "gateway": gateway,
@@ -524,7 +525,7 @@ def _routes(value: Any, path: str, version: int, addresses: Addresses,
     return rendered
 
 
-def _destination(route: dict, path: str, version: int) -> tuple[str, int]:
+def _destination(route: dict[str, Any], path: str, version: int) -> tuple[str, int]:
     """(network, prefix) of a route, from network and prefix, or from the seed's CIDR ``to``."""
     bits = 32 if version == 4 else 128
     if route.get("to") is None:
@@ -545,7 +546,7 @@ def _destination(route: dict, path: str, version: int) -> tuple[str, int]:
     return str(cidr.ip), cidr.network.prefixlen
 
 
-def _dns_services(value: Any, path: str, addresses: Addresses, objects: dict[str, dict]) -> list[dict[str, str]]:
+def _dns_services(value: Any, path: str, addresses: Addresses, objects: dict[str, Object]) -> list[dict[str, str]]:
     services = _fields(value, path, SERVICES_FIELDS)
     rendered = []
     for item_path, server in _items(services.get("dns"), f"{path}.dns"):
@@ -570,24 +571,24 @@ def _object_kind(value: Any, path: str) -> str:
     return value.lower()
 
 
-def _objects(objects: Any) -> dict[str, dict]:
+def _objects(objects: Any) -> dict[str, Object]:
     """The objects sources read from, each a mapping with mapping metadata (checked here, read later)."""
-    objects = dict(_mapping(objects, "objects"))
+    checked: dict[str, Object] = dict(_mapping(objects, "objects"))
     for kind in OBJECTS:
-        if objects.get(kind) is not None:
-            objects[kind] = _object_mapping(objects[kind], f"objects.{kind}")
-    return objects
+        if checked.get(kind) is not None:
+            checked[kind] = _object_mapping(checked[kind], f"objects.{kind}")
+    return checked
 
 
-def _object_mapping(obj: Any, path: str) -> dict:
-    obj = _mapping(obj, path)
-    metadata = _mapping(obj.get("metadata"), f"{path}.metadata")
+def _object_mapping(obj: Any, path: str) -> Object:
+    mapping = _mapping(obj, path)
+    metadata = _mapping(mapping.get("metadata"), f"{path}.metadata")
     for field in ("labels", "annotations"):
         _mapping(metadata.get(field), f"{path}.metadata.{field}")
-    return obj
+    return mapping
 
 
-def _object(objects: dict[str, dict], kind: Any, path: str) -> dict:
+def _object(objects: dict[str, Object], kind: Any, path: str) -> Object:
     kind = _object_kind(kind, path)
     obj = objects.get(kind)
     if not isinstance(obj, dict):
@@ -595,19 +596,19 @@ def _object(objects: dict[str, dict], kind: Any, path: str) -> dict:
     return obj
 
 
-def _metadata(objects: dict[str, dict], kind: Any, path: str, field: str) -> Any:
+def _metadata(objects: dict[str, Object], kind: Any, path: str, field: str) -> Any:
     """A metadata field of the object of ``kind`` (checked by _objects)."""
     return (_object(objects, kind, path).get("metadata") or {}).get(field)
 
 
-def _annotation_value(objects: dict[str, dict], ref: dict[str, str], path: str) -> str:
+def _annotation_value(objects: dict[str, Object], ref: dict[str, str], path: str) -> str:
     value = (_metadata(objects, ref["object"], f"{path}.object", "annotations") or {}).get(ref["annotation"])
     if not value:
         raise Invalid(f"{path}: the {ref['object']} has no annotation '{ref['annotation']}'")
     return str(value)
 
 
-def _nic_mac(host: dict | None, nic: str, path: str) -> str:
+def _nic_mac(host: Object | None, nic: str, path: str) -> str:
     status = _mapping(_mapping(host, "host").get("status"), "host.status")
     nics = _mapping(status.get("hardware"), "host.status.hardware").get("nics") or []
     if not isinstance(nics, list):
@@ -618,7 +619,7 @@ def _nic_mac(host: dict | None, nic: str, path: str) -> str:
     raise Invalid(f"{path}: the host has no interface '{nic}'")
 
 
-def _boot_mac(host: dict | None, path: str) -> str:
+def _boot_mac(host: Object | None, path: str) -> str:
     mac = _mapping(_mapping(host, "host").get("spec"), "host.spec").get("bootMACAddress")
     if not mac:
         raise Invalid(f"{path}: the host has no bootMACAddress")
@@ -654,7 +655,7 @@ def _items(value: Any, path: str) -> Iterator[tuple[str, Any]]:
         yield f"{path}[{i}]", item
 
 
-def _aliased(mapping: dict, path: str, field: str, alias: str) -> str:
+def _aliased(mapping: dict[str, Any], path: str, field: str, alias: str) -> str:
     """Which of upstream's ``field`` and the seed's ``alias`` a mapping sets; never both."""
     if mapping.get(alias) is None:
         return field
@@ -663,18 +664,27 @@ def _aliased(mapping: dict, path: str, field: str, alias: str) -> str:
     return alias
 
 
-def _string(mapping: dict, field: str, path: str, required: bool = True) -> str:
+@overload
+def _string(mapping: dict[str, Any], field: str, path: str, required: Literal[True] = True) -> str: ...
+
+
+@overload
+def _string(mapping: dict[str, Any], field: str, path: str, required: bool) -> str | None: ...
+
+
+def _string(mapping: dict[str, Any], field: str, path: str, required: bool = True) -> str | None:
+    """``mapping[field]`` as a non-empty string; None when unset and not ``required``."""
     value = mapping.get(field)
     if value is None or value == "":
         if required:
             raise Invalid(f"{path}.{field}: required")
-        return None  # type: ignore[return-value]  # only when not required
+        return None
     if not isinstance(value, str):
         raise Invalid(f"{path}.{field}: must be a string")
     return value
 
 
-def _choice(mapping: dict, field: str, path: str, choices: tuple[str, ...]) -> str:
+def _choice(mapping: dict[str, Any], field: str, path: str, choices: tuple[str, ...]) -> str:
     value = _string(mapping, field, path)
     if value not in choices:
         raise Invalid(f"{path}.{field}: must be one of {', '.join(choices)}, not {value!r}")
@@ -703,4 +713,4 @@ def _ip(value: Any, path: str, version: int | None = None) -> str:
         parsed = None
     if parsed is None or (version is not None and parsed.version != version):
         raise Invalid(f"{path}: {value!r} is not an IPv{version or '4 or IPv6'} address")
-    return value
+    return str(value)

@@ -69,3 +69,14 @@ def test_an_exhausted_claim_leaves_no_key_in_the_index(store):
     store.patch_status(POOL, {"status": {"indexes": {"claim-0": None}, "allocations": {"claim-0": None}}})
     _address, _requests = allocate(store, "last")
     assert "last" not in store.get(POOL)["status"]["indexes"]
+
+
+def test_a_claimers_hint_onto_a_pool_that_moved_on_is_dropped_not_retried(store):
+    from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import _record
+
+    pool = store.get(POOL)
+    allocate(store, "first")  # the pool moves on
+    store.counts.clear()
+    assert _record(store, POOL, {"late": "10.0.0.9"}, False, version=pool["metadata"]["resourceVersion"]) is None
+    assert "late" not in store.get(POOL)["status"]["indexes"]
+    assert store.counts[("patch_status", "IPPool")] == 1
