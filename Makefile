@@ -61,10 +61,11 @@ unit: venv collection
 	$(BIN)/python -m pytest tests/unit
 
 # mypy reads its settings from pyproject.toml ([tool.mypy]: strict). It checks the engine as the installed
-# collection sees it, hence from build/collections. operator/ is to be added once it is clean.
+# collection sees it, hence from build/collections; the operator, which imports it from there, from here.
 lint: venv collection
 	$(BIN)/ruff check --output-format concise .
 	cd $(COLLECTIONS) && $(CURDIR)/$(BIN)/mypy -p ansible_collections.metal3.baremetal.plugins.module_utils
+	$(BIN)/mypy -p metal3_operator
 	$(BIN)/antsibull-changelog lint
 
 # ansible-test wants the collection at a real ansible_collections/metal3/baremetal path, outside this

@@ -6,6 +6,7 @@ copy before changing one).
 """
 from __future__ import annotations
 
+import builtins
 import threading
 from typing import Any
 
@@ -55,7 +56,8 @@ class Cache:
         with self._lock:
             return self._objects.pop(key, None)
 
-    def replace(self, namespace: str, objects: list[dict[str, Any]]) -> tuple[list[Key], Replaced]:
+    # Below the method ``list``, annotations must name the builtin as builtins.list.
+    def replace(self, namespace: str, objects: builtins.list[dict[str, Any]]) -> tuple[builtins.list[Key], Replaced]:
         """What a re-list of ``namespace`` ("" for all) saw, in place of what was known of it: the keys that went,
         and the version each listed key replaced."""
         for obj in objects:

@@ -54,7 +54,8 @@ def install(api: client.ApiClient, paths: list[Path], timeout: float = 60.0,
     deadline = time.monotonic() + timeout
 
     def established(name: str) -> bool:
-        conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+        status = extensions.read_custom_resource_definition(name).status  # None until the API server has set it
+        conditions = (status.conditions if status else None) or []
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     dynamic = DynamicClient(api)

@@ -81,12 +81,11 @@ class Informer:
         backoff = 0.5
         while not self.stopping.is_set():
             try:
-                version = self.relist(namespace)
+                version: str | None = self.relist(namespace)
                 backoff = 0.5
-                while not self.stopping.is_set():
+                # None: 410 Gone, what we knew is too old - list again
+                while version is not None and not self.stopping.is_set():
                     version = self.watch_from(namespace, version)
-                    if version is None:
-                        break  # 410 Gone: what we knew is too old, list again
             except (ApiException, OSError, ValueError) as e:
                 log.warning("%s: list/watch failed, retrying in %.1fs: %s", self.watch.name, backoff, e)
                 self.stopping.wait(backoff)

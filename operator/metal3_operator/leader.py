@@ -61,16 +61,21 @@ class LeaderElector:
         if self.on_stopped_leading:
             self.on_stopped_leading()
 
-    def _spec(self, lease: Any | None) -> client.V1LeaseSpec:
+    def _spec(self, previous: client.V1LeaseSpec | None) -> client.V1LeaseSpec:
+        """Our record, in place of ``previous`` (None: a new Lease): a renewal keeps its acquire time, a
+        takeover from another holder counts a transition."""
         now = _now()
-        previous = lease.spec if lease is not None else None
-        ours = previous is not None and previous.holder_identity == self.identity
-        transitions = (previous.lease_transitions or 0) if previous is not None else 0
-        if previous is not None and previous.holder_identity and not ours:
-            transitions += 1
+        acquired: datetime.datetime | None = now
+        transitions = 0
+        if previous is not None:
+            transitions = previous.lease_transitions or 0
+            if previous.holder_identity == self.identity:
+                acquired = previous.acquire_time
+            elif previous.holder_identity:
+                transitions += 1
         return client.V1LeaseSpec(
             holder_identity=self.identity, lease_duration_seconds=max(1, round(self.lease_duration)),
-            acquire_time=previous.acquire_time if ours else now, renew_time=now, lease_transitions=transitions)
+            acquire_time=acquired, renew_time=now, lease_transitions=transitions)
 
     def _try(self) -> bool:
         """Acquire or renew the Lease; False when another replica holds it or a write lost a race."""
@@ -84,7 +89,7 @@ class LeaderElector:
                     metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=self._spec(None)))
                 self._renewed = time.monotonic()
                 return True
-            spec = lease.spec
+            spec = lease.spec or client.V1LeaseSpec()  # a Lease without a spec is held by no one
             record = (spec.holder_identity, spec.renew_time, spec.lease_duration_seconds)
             if record != self._observed[0]:
                 self._observed = (record, time.monotonic())
@@ -92,7 +97,7 @@ class LeaderElector:
             expired = time.monotonic() > self._observed[1] + (spec.lease_duration_seconds or self.lease_duration)
             if held_by_other and not expired:
                 return False
-            lease.spec = self._spec(lease)
+            lease.spec = self._spec(spec)
             self.api.replace_namespaced_lease(self.name, self.namespace, lease)
             self._renewed = time.monotonic()
             return True
@@ -108,11 +113,12 @@ class LeaderElector:
         """Hand the Lease back at once on a clean stop, so a follower need not wait for it to expire."""
         try:
             lease = self.api.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec.holder_identity != self.identity:
+            spec = lease.spec
+            if spec is None or spec.holder_identity != self.identity:
                 return
-            lease.spec.holder_identity = ""
-            lease.spec.lease_duration_seconds = 1
-            lease.spec.renew_time = _now()
+            spec.holder_identity = ""
+            spec.lease_duration_seconds = 1
+            spec.renew_time = _now()
             self.api.replace_namespaced_lease(self.name, self.namespace, lease)
             log.info("%s released %s/%s", self.identity, self.namespace, self.name)
         except Exception as e:  # noqa: BLE001 - the lease then expires on its own

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import uuid
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +163,8 @@ class Manager:
     def ready(self) -> bool:
         return not self.started.is_set() or all(c.synced.is_set() for c in self.controllers)
 
-    def serve(self) -> list:
-        servers = []
+    def serve(self) -> list[ThreadingHTTPServer]:
+        servers: list[ThreadingHTTPServer] = []
         for flag, bind, routes in (
                 ("--health-probe-bind-address", self.args.health_probe_bind_address,
                  {"/healthz": probe(self.healthy), "/readyz": probe(self.ready)}),

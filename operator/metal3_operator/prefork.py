@@ -213,7 +213,7 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     # What a run sets once per process (its parsed command line, the variables made from it - ansible_verbosity,
     # ansible_check_mode... - and its extra vars, its vault secrets) is the warm-up's until reset: each run sets
     # its own.
-    GlobalCLIArgs._Singleton__instance = None  # type: ignore[attr-defined]
+    GlobalCLIArgs._Singleton__instance = None
     context.CLIARGS = CLIArgs({})
     ansible_vars.load_options_vars.__dict__.pop("options_vars", None)
     ansible_vars.load_extra_vars.__dict__.pop("extra_vars", None)

@@ -131,7 +131,8 @@ class Proxy:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        # A bound socket names its host as str; the socket types allow bytes too.
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
 
     def start(self) -> Proxy:
         threading.Thread(target=self.server.serve_forever, name="proxy", daemon=True).start()

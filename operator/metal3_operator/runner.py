@@ -88,8 +88,8 @@ class Events:
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event")
-        data = event.get("event_data") or {}
-        res = data.get("res") if isinstance(data.get("res"), dict) else {}
+        data: dict[str, Any] = event.get("event_data") or {}
+        res: dict[str, Any] = data["res"] if isinstance(data.get("res"), dict) else {}
         if kind == "playbook_on_stats":
             self.stats = data
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):

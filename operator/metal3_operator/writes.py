@@ -8,8 +8,9 @@ to write (None).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     Metal3Error,
@@ -89,8 +90,10 @@ class ObjectWriter:
             return None
 
 
-class FailureEvent(NamedTuple):
-    """The Event a failing object got last: the same failure again counts on it."""
+@dataclasses.dataclass(frozen=True)
+class FailureEvent:
+    """The Event a failing object got last: the same failure again counts on it. (Not a NamedTuple: its
+    ``count``, the Event's field, would hide tuple.count.)"""
     namespace: str
     name: str
     message: str
@@ -113,7 +116,7 @@ class EventRecorder:
             try:
                 self.store.patch(Ref("v1", "Event", last.name, last.namespace),
                                  {"count": last.count + 1, "lastTimestamp": status.now()})
-                self.last[key] = last._replace(count=last.count + 1)
+                self.last[key] = dataclasses.replace(last, count=last.count + 1)
                 return
             except NotFound:
                 pass  # the Event expired: a new one is posted
