@@ -8,7 +8,7 @@ from typing import Callable, Iterator, TypeVar
 import pytest
 
 # The engine's entry point: the domains' admission rules registered, as every module and the operator have them.
-from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401
+from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore

@@ -33,6 +33,8 @@ from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.counting_store import CountingStore  # noqa: E402
 
 NAMESPACE = "bench"
+
+
 def _claimer(options: dict, names: list[str], barrier, results) -> None:
     latencies = []
     addresses = []

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-# Imported for their admission.register(...) calls: BareMetalHost's and IPPool's rules.
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission  # noqa: F401
-from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation  # noqa: F401
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
 from ansible_collections.metal3.baremetal.plugins.module_utils.store import factory
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 BACKENDS = factory.BACKENDS
+# The domains imported for their admission.register(...) calls: BareMetalHost's and IPPool's rules.
+DOMAINS = (host_admission, ipam_allocation)
 
 
 def open_store(options: Mapping[str, Any] | None = None) -> Store:

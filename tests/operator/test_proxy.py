@@ -51,8 +51,8 @@ CLAIMS = "ipam.metal3.io/ipclaims"
     ("DELETE", "/api/v1/namespaces/ns/configmaps", Request("deletecollection", "v1", "configmaps", "ns")),
     ("GET", "/api/v1/namespaces/ns", Request("get", "v1", "namespaces", None, "ns")),
     ("GET", "/api/v1/namespaces", Request("list", "v1", "namespaces")),
-    ("GET", "/apis/metal3.io/v1alpha1/baremetalhosts/h1", Request("get", "metal3.io/v1alpha1", "baremetalhosts",
-                                                                 None, "h1")),
+    ("GET", "/apis/metal3.io/v1alpha1/baremetalhosts/h1",
+     Request("get", "metal3.io/v1alpha1", "baremetalhosts", None, "h1")),
 ])
 def test_a_request_is_read_as_kube_apiserver_reads_it(method: str, path: str, expected: Request) -> None:
     request = parse(method, path)
@@ -282,9 +282,8 @@ def test_an_api_server_out_of_reach_is_unavailable_to_the_roles(kube_cluster: Ku
 
 
 @pytest.mark.kubernetes
-def test_an_answer_does_not_wait_for_the_roles_acknowledgement(proxy: Proxy, cache: Cache,
-                                                              through: client.CustomObjectsApi,
-                                                              kube_namespace: str) -> None:
+def test_an_answer_does_not_wait_for_the_roles_acknowledgement(
+        proxy: Proxy, cache: Cache, through: client.CustomObjectsApi, kube_namespace: str) -> None:
     # Headers and body leave in two writes; with Nagle's algorithm on, each answer took the client's delayed
     # ACK, 40 ms, where the cache answers in well under one.
     cache.put(ipclaim("c1", kube_namespace))

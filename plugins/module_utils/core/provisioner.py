@@ -85,43 +85,33 @@ class Provisioner(Protocol):
     def register(self, host: HostData, credentials_changed: bool,
                  before_create: Callable[[], None]) -> Registration:
         """Make the back end know and manage the host; ``before_create`` runs before it first creates it."""
-        ...
 
     def inspect(self, refresh: bool) -> Inspection:
         """Inspect the hardware once (again when ``refresh``); done with the details once inspected."""
-        ...
 
     def prepare(self) -> ProvisionResult:
         """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped)."""
-        ...
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         """Deploy ``host.image`` (or its custom deploy); an image that already failed is not tried again."""
-        ...
 
     def adopt(self, host: HostData) -> ProvisionResult:
         """Take over a host that already runs its image (registered again after a detach, or external)."""
-        ...
 
     def deprovision(self, automated_clean: bool) -> ProvisionResult:
         """Remove the image (and clean, unless disabled)."""
-        ...
 
     def power(self, on: bool, reboot: str = "") -> Power:
         """Power on or off; ``reboot`` ('hard' or 'soft') reboots a host that is to be on."""
-        ...
 
     def detach(self) -> ProvisionResult:
         """Forget the host, leaving it as it is."""
-        ...
 
     def delete(self) -> ProvisionResult:
         """Forget the host for good (it is being deleted)."""
-        ...
 
     def has_capacity(self) -> Capacity:
         """Whether one more host may start a long operation (inspect, clean, deploy) now."""
-        ...
 
 
 # (name of the host for the provisioner, its provisioner ID or "") -> the host's provisioner

@@ -317,7 +317,8 @@ def _bounds(where: str, version: int, subnet: ipaddress.IPv4Interface | ipaddres
         else:
             last = int(ipaddress.ip_address(LONGEST_ADDRESS[version]))
     else:
-        assert end is not None  # _entry refuses an entry with none of subnet, start and end
+        if end is None:  # _entry refuses an entry with none of subnet, start and end
+            raise AssertionError("a pool entry with none of subnet, start and end")
         return int(end) + 1, int(end)  # only end: no address, as upstream's
     if first > last:
         if start is not None and end is not None:

@@ -199,7 +199,8 @@ class LocalStore(Store):
                 "INSERT INTO objects (grp, kind, namespace, name, uid, body) VALUES (?, ?, ?, ?, ?, ?)",
                 (info.group, info.kind, metadata["namespace"], metadata["name"], metadata["uid"], body))
             row_id = cursor.lastrowid
-            assert row_id is not None  # every INSERT of one row sets it
+            if row_id is None:  # every INSERT of one row sets it
+                raise AssertionError("SQLite gave no row id for an INSERT")
         else:
             self._db.execute("UPDATE objects SET body=? WHERE id=?", (body, row_id))
             self._db.execute("DELETE FROM labels WHERE object_id=?", (row_id,))

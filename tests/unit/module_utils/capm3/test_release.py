@@ -49,8 +49,8 @@ def deleted_machine_holding_its_host(store, owner: dict[str, str]) -> None:
 
 
 def test_a_host_that_keeps_changing_is_not_read_as_released(store):
-    deleted_machine_holding_its_host(store, {"apiVersion": INFRA_API, "kind": "Metal3Machine",
-                                            "name": MACHINE.name, "namespace": NS})
+    consumer = {"apiVersion": INFRA_API, "kind": "Metal3Machine", "name": MACHINE.name, "namespace": NS}
+    deleted_machine_holding_its_host(store, consumer)
     with pytest.raises(TooManyConflicts):
         reconcile_metal3machine(store, MACHINE)
     assert not isinstance(TooManyConflicts("x"), Conflict)
@@ -59,8 +59,8 @@ def test_a_host_that_keeps_changing_is_not_read_as_released(store):
 
 
 def test_a_host_held_by_another_consumer_is_left_to_it(store):
-    deleted_machine_holding_its_host(store, {"apiVersion": INFRA_API, "kind": "Metal3Machine",
-                                            "name": "someone-else", "namespace": NS})
+    consumer = {"apiVersion": INFRA_API, "kind": "Metal3Machine", "name": "someone-else", "namespace": NS}
+    deleted_machine_holding_its_host(store, consumer)
     step = reconcile_metal3machine(store, MACHINE)
     assert step.phase == "deleted"  # nothing of ours to release: the finalizer goes
     assert store.get_if_exists(MACHINE) is None
