@@ -44,11 +44,11 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 log "downloading cloud-init ${VERSION}"
 (cd "$work" && apt-get download -q "cloud-init=${VERSION}" >&2)
-dpkg-deb -x "$work"/cloud-init_*.deb "$work/root"
+dpkg-deb -x "$work"/cloud-init_*.deb "$work/deb"
 mkdir -p "$CACHE"
 # Moved in whole under the cache, then renamed: a concurrent run sees the package complete or not at all.
 unpacked="$(mktemp -d "$CACHE/.unpack.XXXXXX")"
 trap 'rm -rf "$work" "$unpacked"' EXIT
-mv "$work/root/usr/lib/python3/dist-packages" "$unpacked/dist-packages"
+mv "$work/deb/usr/lib/python3/dist-packages" "$unpacked/dist-packages"
 mv -T "$unpacked/dist-packages" "$PACKAGES" 2>/dev/null || [[ -f "$PACKAGES/cloudinit/__init__.py" ]]
 echo "$PACKAGES"

@@ -236,7 +236,7 @@ def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, cl
     st = status(local_store, ref)
     assert st["errorType"] == "provisioning error" and st["errorMessage"]  # Ironic's last_error
     assert failed.requeue_after is None  # the same image cannot succeed: no retry until it changes
-    assert step(local_store, client, ref).host["status"]["errorCount"] == 1
+    assert step(local_store, client, ref).obj["status"]["errorCount"] == 1
 
     local_store.patch(ref, {"spec": {"image": {"url": f"{images}/live.iso", "format": "live-iso"}}})
     wait(local_store, client, ref, "provisioned", timeout=240)

@@ -96,10 +96,6 @@ class HostStep(Result):
     state: str = NONE
 
     @property
-    def host(self) -> Object | None:
-        return self.obj
-
-    @property
     def error(self) -> str:
         status = (self.obj or {}).get("status") or {}
         return f"{status['errorType']}: {status.get('errorMessage', '')}" if status.get("errorType") else ""
@@ -162,9 +158,9 @@ def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], t
         # A stable state counts once nothing is left to do in it (the power to apply, say).
         reached = (step.state in targets and (step.requeue_after is None or step.state not in STABLE_STATES)
                    or "settled" in targets and step.requeue_after is None)
-        if step.host is None and "deleted" in targets:
+        if step.obj is None and "deleted" in targets:
             return step, True
-        if reached and not step.error or step.requeue_after is None or step.host is None:
+        if reached and not step.error or step.requeue_after is None or step.obj is None:
             return step, reached and not step.error
         remaining = deadline - time.monotonic()
         if remaining <= 0:

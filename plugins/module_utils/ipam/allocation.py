@@ -93,10 +93,6 @@ class Allocation(Result):
             self.requeue_after = WAITING_REQUEUE
         self.message = self.message or self.error or self.waiting or ""
 
-    @property
-    def claim(self) -> Object | None:
-        return self.obj
-
     def summary(self) -> dict[str, Any]:
         """The held address as the one record (core/address.py), its keys empty when none is held."""
         return address_record(Address.of(self.address) if self.address else None)
@@ -831,10 +827,6 @@ class PoolState(Result):
         if self.waiting is not None and self.requeue_after is None:
             self.requeue_after = WAITING_REQUEUE
         self.message = self.message or self.waiting or ""
-
-    @property
-    def pool(self) -> Object | None:
-        return self.obj
 
 
 def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolState:

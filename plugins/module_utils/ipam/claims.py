@@ -91,7 +91,7 @@ def claim_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any
 
 
 def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
-    result: dict[str, Any] = {"changed": changed, "claim": allocation.claim or {},
+    result: dict[str, Any] = {"changed": changed, "claim": allocation.obj or {},
                               "ip_address": allocation.address or {}, "allocated": allocation.address is not None,
                               **allocation.summary()}
     pool = (allocation.address or {}).get("spec", {}).get("pool") or {}
@@ -118,7 +118,7 @@ def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: boo
         state = reconcile_ip_pool(store, ref, dry_run)
     except NotFound:
         state = None
-    pool = state.pool if state else {}
+    pool = state.obj if state else {}
     changed = changed or bool(state and state.released)
     return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}, "diff": diff}
 

@@ -124,7 +124,7 @@ def test_registration_errors_back_off_and_clear_once_the_cause_is_gone(store):
     store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": "ns"},
                   "stringData": {"username": "u", "password": "p"}})
     last = settle(store, ironic, ref)
-    assert last.state == "available" and not last.error and last.host["status"]["errorCount"] == 0
+    assert last.state == "available" and not last.error and last.obj["status"]["errorCount"] == 0
 
 
 def test_wait_for_host_stops_at_the_target_at_a_lasting_error_or_at_the_timeout():
