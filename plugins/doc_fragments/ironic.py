@@ -34,4 +34,20 @@ options:
         excepted); others wait with C(operationalStatus=delayed), as upstream's E(PROVISIONING_LIMIT).
       - Default from E(PROVISIONING_LIMIT), else 20.
     type: int
+  deploy_kernel_url:
+    description:
+      - URL of the deploy ramdisk's kernel (an ironic-python-agent kernel) that hosts boot to be inspected, cleaned
+        and deployed; set on each node as C(driver_info.deploy_kernel), as upstream's E(DEPLOY_KERNEL_URL).
+      - Used with O(deploy_ramdisk_url); both or neither. Default from E(DEPLOY_KERNEL_URL).
+    type: str
+  deploy_ramdisk_url:
+    description:
+      - URL of the deploy ramdisk (an ironic-python-agent initramfs). Default from E(DEPLOY_RAMDISK_URL).
+    type: str
+  deploy_iso_url:
+    description:
+      - URL of a bootable ironic-python-agent ISO, used instead of the kernel and ramdisk by hosts that boot from
+        virtual media (C(redfish-virtualmedia://), C(idrac-virtualmedia://)); without it Ironic builds the ISO
+        from the kernel and ramdisk. Default from E(DEPLOY_ISO_URL).
+    type: str
 """

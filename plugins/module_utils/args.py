@@ -62,6 +62,9 @@ IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
     "ironic_password": {"type": "str", "no_log": True, "fallback": (env_fallback, ["IRONIC_PASSWORD"])},
     "ironic_timeout": {"type": "int", "fallback": (env_fallback, ["IRONIC_CLIENT_TIMEOUT"])},
     "provisioning_limit": {"type": "int", "fallback": (env_fallback, ["PROVISIONING_LIMIT"])},
+    "deploy_kernel_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_KERNEL_URL"])},
+    "deploy_ramdisk_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_RAMDISK_URL"])},
+    "deploy_iso_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_ISO_URL"])},
 }
 
 

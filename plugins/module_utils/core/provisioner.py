@@ -77,6 +77,9 @@ class HostData:
     image: dict[str, Any] = field(default_factory=dict)  # spec.image, field names as upstream spells them
     custom_deploy: str = ""  # spec.customDeploy.method
     root_device_hints: dict[str, Any] = field(default_factory=dict)
+    inspection_mode: str = ""  # spec.inspectionMode: agent (or empty), fast (out of band) or disabled
+    # The network the deploy ramdisk boots into when there is no DHCP (spec.preprovisioningNetworkDataName).
+    preprovisioning_network_data: dict[str, Any] = field(default_factory=dict)
 
 
 class Provisioner(Protocol):

@@ -411,7 +411,9 @@ class _Reconcile:
         data = HostData(access, boot_mac=(self.spec.get("bootMACAddress") or "").lower(),
                         boot_mode=self.spec.get("bootMode") or "", architecture=self.spec.get("architecture") or "",
                         automated_clean=self._automated_clean(), image=self._image(),
-                        custom_deploy=self._custom_deploy(), root_device_hints=self.spec.get("rootDeviceHints") or {})
+                        custom_deploy=self._custom_deploy(), root_device_hints=self.spec.get("rootDeviceHints") or {},
+                        inspection_mode=self.spec.get("inspectionMode") or "",
+                        preprovisioning_network_data=self._preprovisioning_network_data())
         credentials = {"credentials": {"name": name, "namespace": self.ref.namespace},
                        "credentialsVersion": str(secret["metadata"].get("resourceVersion", ""))}
         self._data = data, credentials
@@ -439,18 +441,41 @@ class _Reconcile:
             if key == "user_data":
                 drive[key] = text
                 continue
-            try:
-                parsed = parse_yaml(text, f"spec.{field}: secret {self.ref.namespace}/{ref['name']}") or {}
-            except BadRequest as e:
-                raise HostFailure(PROVISIONING_ERROR, str(e), retry=False) from None
-            if not isinstance(parsed, dict):
-                raise HostFailure(PROVISIONING_ERROR, f"spec.{field}: secret {self.ref.namespace}/{ref['name']} must "
-                                                      f"hold a mapping, not {type(parsed).__name__}", retry=False)
+            parsed = self._mapping(text, f"spec.{field}: secret {self.ref.namespace}/{ref['name']}",
+                                   PROVISIONING_ERROR)
             if key == "meta_data":
                 meta_data.update(parsed)
             else:
                 drive[key] = parsed
         return drive
+
+    @staticmethod
+    def _mapping(text: str, what: str, error_type: str) -> dict[str, Any]:
+        """A secret's YAML (or JSON) mapping; a HostFailure naming ``what`` when it is not one."""
+        try:
+            parsed = parse_yaml(text, what) or {}
+        except BadRequest as e:
+            raise HostFailure(error_type, str(e), retry=False) from None
+        if not isinstance(parsed, dict):
+            raise HostFailure(error_type, f"{what} must hold a mapping, not {type(parsed).__name__}", retry=False)
+        return parsed
+
+    def _preprovisioning_network_data(self) -> dict[str, Any]:
+        """The network the deploy ramdisk configures where there is no DHCP: the networkData key of the secret
+        spec.preprovisioningNetworkDataName names, as upstream (Ironic puts it on the ramdisk's virtual media)."""
+        name = self.spec.get("preprovisioningNetworkDataName")
+        if not name:
+            return {}
+        field = "spec.preprovisioningNetworkDataName"
+        try:
+            values = secret_values(self.store.get(self._secret_ref(name, field)))
+        except NotFound:
+            raise HostFailure(REGISTRATION_ERROR, f"{field}: secret {self.ref.namespace}/{name} not found") from None
+        if "networkData" not in values:
+            raise HostFailure(REGISTRATION_ERROR, f"{field}: secret {self.ref.namespace}/{name} has no 'networkData' "
+                                                  "key", retry=False)
+        return self._mapping(values["networkData"], f"{field}: secret {self.ref.namespace}/{name}",
+                             REGISTRATION_ERROR)
 
     # -- the provisioner's operations, as the states use them ---------------------------------------------
     def _register(self) -> Action | None:

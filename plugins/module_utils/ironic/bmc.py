@@ -30,7 +30,7 @@ class Driver:
 
 
 # scheme → (driver, boot interface, the other interfaces)
-_REDFISH_INTERFACES = {"firmware_interface": "redfish", "raid_interface": "redfish", "inspect_interface": "redfish",
+_REDFISH_INTERFACES = {"firmware_interface": "redfish", "raid_interface": "redfish",
                        "management_interface": "redfish", "power_interface": "redfish"}
 _IDRAC_INTERFACES = {"bios_interface": "idrac-redfish", "management_interface": "idrac-redfish",
                      "power_interface": "idrac-redfish", "raid_interface": "idrac-redfish",
@@ -51,6 +51,10 @@ _SCHEMES: dict[str, tuple[str, str, dict[str, str]]] = {
                                        "raid_interface": "fake", "bios_interface": "fake",
                                        "vendor_interface": "fake", "console_interface": "fake"}),
 }
+# The out-of-band inspection of the drivers that have one (inspectionMode: fast); the agent inspects otherwise.
+OUT_OF_BAND_INSPECTION = {"redfish": "redfish", "idrac": "idrac-redfish"}
+# Boot interfaces that can boot the deploy ramdisk from an ISO (upstream's DEPLOY_ISO_URL).
+ISO_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media")
 SCHEMES = tuple(sorted({*_SCHEMES, *(f"{s}+{t}" for s in _SCHEMES if s not in ("fake",) for t in ("http", "https"))}))
 
 

@@ -25,7 +25,7 @@ BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deployin
 VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
 NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
                "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
-               "deploy_interface", "boot_interface", "automated_clean")
+               "deploy_interface", "boot_interface", "automated_clean", "network_data")
 
 
 class IronicRefused(IronicRejected):
@@ -46,13 +46,21 @@ class IronicOptions:
     password: str | None = None
     timeout: float = 30.0
     provisioning_limit: int = 20
+    # The deploy ramdisk every host boots to be inspected, cleaned and deployed, as upstream's
+    # DEPLOY_KERNEL_URL / DEPLOY_RAMDISK_URL / DEPLOY_ISO_URL.
+    deploy_kernel: str = ""
+    deploy_ramdisk: str = ""
+    deploy_iso: str = ""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> IronicOptions:
         return cls(cloud=params.get("ironic_cloud"), endpoint=params.get("ironic_url"),
                    username=params.get("ironic_username"), password=params.get("ironic_password"),
                    timeout=float(params.get("ironic_timeout") or 30),
-                   provisioning_limit=int(params.get("provisioning_limit") or 20))
+                   provisioning_limit=int(params.get("provisioning_limit") or 20),
+                   deploy_kernel=params.get("deploy_kernel_url") or "",
+                   deploy_ramdisk=params.get("deploy_ramdisk_url") or "",
+                   deploy_iso=params.get("deploy_iso_url") or "")
 
     def describe(self) -> str:
         return self.endpoint or f"cloud {self.cloud or os.environ.get('OS_CLOUD') or 'metal3'!r}"
@@ -131,13 +139,16 @@ class Ironic:
         return self.get_node(ports[0].node_id) if ports else None
 
     def create_node(self, name: str, driver: str, driver_info: dict[str, Any], interfaces: dict[str, str],
-                    properties: dict[str, Any], mac: str | None, automated_clean: bool) -> Node:
+                    properties: dict[str, Any], mac: str | None, automated_clean: bool,
+                    network_data: dict[str, Any] | None = None) -> Node:
         if self.dry_run:
             return {**dict.fromkeys(NODE_FIELDS), "id": "", "name": name, "provision_state": "enroll",
-                    "driver": driver, "driver_info": {}, "properties": properties, **interfaces}
+                    "driver": driver, "driver_info": {}, "properties": properties, "network_data": network_data,
+                    **interfaces}
+        extra = {"network_data": network_data} if network_data else {}
         node = self._call(f"create node {name}", "create_node", name=name, driver=driver,
                           driver_info=driver_info, properties=properties, automated_clean=automated_clean,
-                          **interfaces)
+                          **interfaces, **extra)
         if mac:
             self._call(f"create the port {mac} of node {name}", "create_port", node_id=node.id,
                        address=mac.lower())

@@ -28,10 +28,17 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     ProvisionResult,
     Registration,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import HIDDEN, Driver, driver_for
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import (
+    HIDDEN,
+    ISO_BOOT,
+    OUT_OF_BAND_INSPECTION,
+    Driver,
+    driver_for,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import (
     VIRTUAL_MEDIA_BOOT,
     Ironic,
+    IronicOptions,
     Node,
 )
 
@@ -39,6 +46,7 @@ ROOT_DEVICE_HINTS = {"deviceName": "name", "hctl": "hctl", "model": "model", "ve
                      "serialNumber": "serial", "wwn": "wwn", "wwnWithExtension": "wwn_with_extension",
                      "wwnVendorExtension": "wwn_vendor_extension", "rotational": "rotational"}
 BOOT_MODES = {"UEFI": "uefi", "UEFISecureBoot": "uefi", "legacy": "bios"}
+SECURE_BOOT = "UEFISecureBoot"
 
 # Node states in which Ironic is working and a reconcile only looks again.
 CLEANING_OR_DEPLOYING = ("cleaning", "clean wait", "deploying", "wait call-back", "deleting", "verifying")
@@ -96,8 +104,7 @@ class IronicProvisioner:
     def register(self, host: HostData, credentials_changed: bool,
                  before_create: Callable[[], None]) -> Registration:
         try:
-            driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
-                                host.bmc.disable_certificate_verification)
+            driver = self._driver(host)
         except Invalid as e:  # a BMC address that cannot be read stays so until the spec changes: no retries
             return Registration(error=str(e), retry=False)
         mac = host.boot_mac.lower()
@@ -114,17 +121,24 @@ class IronicProvisioner:
             deploy = _deploy_interface(host, driver)
             if deploy:
                 interfaces["deploy_interface"] = deploy
+            inspect = _inspect_interface(host, driver)
+            if inspect:
+                interfaces["inspect_interface"] = inspect
             properties: dict[str, Any] = {}
             if host.boot_mode in BOOT_MODES:
-                properties["capabilities"] = f"boot_mode:{BOOT_MODES[host.boot_mode]}"
+                properties["capabilities"] = capabilities(host.boot_mode)
             if host.architecture:
                 properties["cpu_arch"] = host.architecture
             node = self.ironic.create_node(self.name, driver.driver, driver.driver_info, interfaces, properties,
-                                           mac or None, host.automated_clean)
+                                           mac or None, host.automated_clean,
+                                           network_data=host.preprovisioning_network_data or None)
             sent, message = True, f"registered node {node['name']}"
         elif _bmc_changed(node, driver, credentials_changed):
             node = self.ironic.patch_node(node, {"driver": driver.driver, "driver_info": driver.driver_info})
             sent, message = True, f"updated the BMC of node {node['name']}"
+        if (node["network_data"] or {}) != host.preprovisioning_network_data and node["provision_state"] in (
+                "enroll", "manageable", "available"):
+            node = self.ironic.patch_node(node, {"network_data": host.preprovisioning_network_data})
         self._node = node
         if node["provision_state"] == "enroll":
             if not node["target_provision_state"]:
@@ -138,6 +152,13 @@ class IronicProvisioner:
             return Registration(dirty=True, requeue_after=POLL, provisioner_id=node["id"], credentials_sent=sent,
                                 message=message)
         return Registration(provisioner_id=node["id"], credentials_sent=sent, message=message)
+
+    def _driver(self, host: HostData) -> Driver:
+        """The host's driver, with the deploy ramdisk the Ironic options name in its driver_info."""
+        driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
+                            host.bmc.disable_certificate_verification)
+        return dataclasses.replace(driver, driver_info={**driver.driver_info,
+                                                        **deploy_images(self.ironic.options, driver)})
 
     # -- inspection and preparation ------------------------------------------------------------------------
     @_answers(Inspection)
@@ -200,8 +221,7 @@ class IronicProvisioner:
                                      "cannot continue from", retry=False)
 
     def _deploy(self, node: Node, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> None:
-        driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
-                            host.bmc.disable_certificate_verification)  # read by register() in this reconcile
+        driver = self._driver(host)  # read by register() in this reconcile
         changes: dict[str, Any] = {"instance_info": instance_info(host.image, host.boot_mode)}
         deploy = _deploy_interface(host, driver)
         if deploy and deploy != node["deploy_interface"]:
@@ -328,6 +348,33 @@ def _deploy_interface(host: HostData, driver: Driver) -> str | None:
     return driver.interfaces.get("deploy_interface")
 
 
+def _inspect_interface(host: HostData, driver: Driver) -> str | None:
+    """The agent inspects, as upstream's default; out of band only where inspectionMode is fast."""
+    if driver.driver == "fake-hardware":
+        return None  # its own fake interface
+    if host.inspection_mode == "fast":
+        return OUT_OF_BAND_INSPECTION.get(driver.driver, "agent")
+    return "agent"
+
+
+def deploy_images(options: IronicOptions, driver: Driver) -> dict[str, str]:
+    """The deploy ramdisk as upstream sets it in driver_info: its ISO for a virtual-media boot when there is
+    one, else the kernel and ramdisk (from which Ironic builds the ISO a virtual-media boot needs)."""
+    if driver.driver == "fake-hardware":
+        return {}
+    if options.deploy_iso and driver.interfaces.get("boot_interface") in ISO_BOOT:
+        return {"deploy_iso": options.deploy_iso}
+    if options.deploy_kernel and options.deploy_ramdisk:
+        return {"deploy_kernel": options.deploy_kernel, "deploy_ramdisk": options.deploy_ramdisk}
+    return {}
+
+
+def capabilities(boot_mode: str) -> str:
+    """A node's properties.capabilities for a bootMode, as upstream writes them."""
+    text = f"boot_mode:{BOOT_MODES[boot_mode]}"
+    return f"{text},secure_boot:true" if boot_mode == SECURE_BOOT else text
+
+
 def _deployed(node: Node, host: HostData) -> bool:
     """Whether the node holds this host's image (or custom deploy) already: its last deploy was of it."""
     wanted = instance_info(host.image, host.boot_mode)
@@ -361,6 +408,8 @@ def instance_info(image: dict[str, Any], boot_mode: str | None = None) -> dict[s
             info.update(image_os_hash_algo=kind, image_os_hash_value=checksum)
     if boot_mode in BOOT_MODES:
         info["capabilities"] = {"boot_mode": BOOT_MODES[boot_mode]}
+        if boot_mode == SECURE_BOOT:
+            info["capabilities"]["secure_boot"] = "true"
     return info
 
 

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
@@ -26,13 +27,16 @@ class ScriptedIronic:
     def node_by_mac(self, mac):
         return next((dict(n) for n in self.nodes.values() if n["mac"] == mac), None)
 
-    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean):
+    options = IronicOptions()
+
+    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean,
+                    network_data=None):
         node = {"id": f"uuid-{name}", "name": name, "provision_state": "enroll", "target_provision_state": None,
                 "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
                 "instance_info": {}, "driver": driver, "driver_info": driver_info,
                 "properties": properties, "deploy_interface": interfaces.get("deploy_interface"),
                 "boot_interface": "ipxe", "automated_clean": automated_clean, "mac": mac,
-                "inspection_finished_at": None}
+                "inspection_finished_at": None, "network_data": network_data}
         self.nodes[node["id"]] = node
         return dict(node)
 
@@ -280,3 +284,29 @@ def test_a_new_image_after_a_failed_one_is_deployed(store):
     store.patch(ref, {"spec": {"image": {"url": "http://i/fixed.img"}}})
     settle(store, ironic, ref)
     assert ironic.calls.count("active") == 2
+
+
+# preprovisioningNetworkDataName's secret → the registration's outcome (the node's network_data, or the error)
+PREPROVISIONING_NETWORK = [
+    ({"networkData": '{"links": [{"id": "eth0", "type": "phy"}]}'}, {"links": [{"id": "eth0", "type": "phy"}]}, None),
+    ({"networkData": "links: []"}, {"links": []}, None),
+    ({"other": "x"}, None, "spec.preprovisioningNetworkDataName: secret ns/pre has no 'networkData' key"),
+    ({"networkData": "- a list"}, None, "spec.preprovisioningNetworkDataName: secret ns/pre must hold a mapping, "
+                                        "not list"),
+    (None, None, "spec.preprovisioningNetworkDataName: secret ns/pre not found"),
+]
+
+
+@pytest.mark.parametrize(("data", "network", "error"), PREPROVISIONING_NETWORK)
+def test_the_preprovisioning_network_reaches_the_node(store, data, network, error):
+    if data is not None:
+        store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pre", "namespace": "ns"},
+                      "stringData": data})
+    ironic = ScriptedIronic()
+    ref = host(store, inspectionMode="disabled", preprovisioningNetworkDataName="pre")
+    last = reconcile(store, ironic, ref)
+    if error:
+        assert store.get(ref)["status"]["errorMessage"] == error and not ironic.nodes
+        assert last.obj["status"]["errorType"] == "registration error"
+    else:
+        assert next(iter(ironic.nodes.values()))["network_data"] == network

@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import provisioner as seam
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import POLL, BMCAccess, HostData
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic import provisioner as ironic
-from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicRefused
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions, IronicRefused
 
 # image, boot mode → instance_info (upstream's mapping of BMH image fields)
 INSTANCE_INFO = [
@@ -80,7 +80,10 @@ class RecordingIronic:
     def node_by_mac(self, mac):
         return self.other
 
-    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean):
+    options = IronicOptions()
+
+    def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean,
+                    network_data=None):
         self.calls.append(f"create {driver} {interfaces.get('deploy_interface')}")
         self.node = node(provision_state="enroll")
         return self.node
@@ -122,7 +125,8 @@ def node(**fields: Any) -> dict[str, Any]:
     return {"id": "uuid-1", "name": "ns~h", "provision_state": "manageable", "target_provision_state": None,
             "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
             "instance_info": {}, "driver": "fake-hardware", "driver_info": {}, "properties": {},
-            "deploy_interface": "fake", "boot_interface": "fake", "automated_clean": True, **fields}
+            "deploy_interface": "fake", "boot_interface": "fake", "automated_clean": True, "network_data": None,
+            **fields}
 
 
 def register(provisioner):
@@ -266,3 +270,73 @@ def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
+
+
+# BMC address, inspectionMode → the node's inspect interface (None: the driver's own, fake-hardware's)
+INSPECT_INTERFACES = [
+    ("redfish://bmc/redfish/v1/Systems/1", "", "agent"),
+    ("redfish-virtualmedia://bmc/redfish/v1/Systems/1", "agent", "agent"),
+    ("redfish-virtualmedia://bmc/redfish/v1/Systems/1", "fast", "redfish"),
+    ("idrac-virtualmedia://bmc/redfish/v1/Systems/1", "fast", "idrac-redfish"),
+    ("ipmi://bmc:6230", "", "agent"),
+    ("fake://x", "", None),
+]
+
+
+@pytest.mark.parametrize(("address", "mode", "expected"), INSPECT_INTERFACES)
+def test_the_agent_inspects_unless_inspection_is_fast(address, mode, expected):
+    host = HostData(BMCAccess(address, "u", "p"), inspection_mode=mode)
+    assert ironic._inspect_interface(host, ironic.driver_for(address, "u", "p")) == expected
+
+
+KERNEL = {"deploy_kernel": "http://h/ipa.kernel", "deploy_ramdisk": "http://h/ipa.initramfs"}
+# BMC address, the Ironic options' deploy images → driver_info's, as upstream's setDeployImage
+DEPLOY_IMAGES = [
+    ("redfish-virtualmedia://bmc/x", {**KERNEL, "deploy_iso": "http://h/ipa.iso"}, {"deploy_iso": "http://h/ipa.iso"}),
+    ("redfish-virtualmedia://bmc/x", KERNEL, KERNEL),
+    ("redfish://bmc/x", {**KERNEL, "deploy_iso": "http://h/ipa.iso"}, KERNEL),
+    ("ipmi://bmc", {**KERNEL, "deploy_iso": "http://h/ipa.iso"}, KERNEL),
+    ("ipmi://bmc", {"deploy_kernel": "http://h/ipa.kernel"}, {}),  # a kernel without its ramdisk boots nothing
+    ("ipmi://bmc", {"deploy_iso": "http://h/ipa.iso"}, {}),
+    ("fake://x", KERNEL, {}),
+]
+
+
+@pytest.mark.parametrize(("address", "images", "expected"), DEPLOY_IMAGES)
+def test_deploy_images_in_driver_info(address, images, expected):
+    assert ironic.deploy_images(IronicOptions(**images), ironic.driver_for(address, "u", "p")) == expected
+
+
+def test_a_new_node_gets_the_deploy_ramdisk_agent_inspection_secure_boot_and_the_preprovisioning_network():
+    created = {}
+
+    class Creating(RecordingIronic):
+        options = IronicOptions(**KERNEL)
+
+        def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean,
+                        network_data=None):
+            created.update(driver_info=driver_info, interfaces=interfaces, properties=properties,
+                           network_data=network_data)
+            return super().create_node(name, driver, driver_info, interfaces, properties, mac, automated_clean)
+
+    network = {"links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}]}
+    host = HostData(BMCAccess("redfish-virtualmedia://bmc/redfish/v1/Systems/1", "u", "p"),
+                    boot_mode="UEFISecureBoot", preprovisioning_network_data=network)
+    ironic.IronicProvisioner(Creating(None), "ns~h", "").register(host, False, lambda: None)
+    assert {k: created["driver_info"][k] for k in KERNEL} == KERNEL
+    assert created["interfaces"]["inspect_interface"] == "agent"
+    assert created["interfaces"]["boot_interface"] == "redfish-virtual-media"
+    assert created["properties"]["capabilities"] == "boot_mode:uefi,secure_boot:true"
+    assert created["network_data"] == network
+
+
+def test_secure_boot_is_asked_of_the_deploy_too():
+    assert ironic.instance_info(IMAGE, "UEFISecureBoot")["capabilities"] == {"boot_mode": "uefi",
+                                                                             "secure_boot": "true"}
+
+
+def test_a_changed_preprovisioning_network_is_patched_onto_a_registered_node():
+    recording = RecordingIronic(node(network_data={"links": []}))
+    host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_network_data={"links": [{"id": "eth0"}]})
+    ironic.IronicProvisioner(recording, "ns~h", "uuid-1").register(host, False, lambda: None)
+    assert recording.calls == ["patch network_data"]
