@@ -100,6 +100,15 @@ demo: venv collection
 demo-clean: venv collection
 	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/demo.yml -e demo_state=absent
 
+# A lab of KVM virtual servers with Redfish and IPMI BMCs, DHCP and TFTP, all in the network namespace
+# metal3-lab (roles/virtual_lab); as root. `make lab-down` removes it.
+.PHONY: lab lab-down
+lab: venv collection
+	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab.yml
+
+lab-down: venv collection
+	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab.yml -e virtual_lab_state=absent
+
 cluster: venv kube-binaries
 	$(BIN)/python -m tests.harness.cluster up --dir $(CLUSTER_DIR)
 
