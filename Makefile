@@ -47,6 +47,11 @@ ansible-operator:
 cloud-init:
 	bash hack/cloud-init.sh >/dev/null
 
+# The virtual lab's images (agent ramdisk and ISO, Debian cloud image), built as root once per machine.
+.PHONY: lab-images
+lab-images:
+	bash hack/lab-images.sh >/dev/null
+
 # Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
 test: venv collection kube-binaries cloud-init ansible-operator
 	$(BIN)/python hack/gen-crds.py --check
