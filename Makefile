@@ -114,6 +114,16 @@ lab: venv collection
 lab-down: venv collection
 	$(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab.yml -e virtual_lab_state=absent
 
+# The demo on the lab's virtual servers, which boot: Ironic, the hosts and the cluster inside the lab's
+# namespace (playbooks/lab-demo.yml); `make lab-demo-clean` deprovisions and deletes them, `make lab-down` after.
+.PHONY: lab-demo lab-demo-clean
+lab-demo: lab-images lab
+	ip netns exec metal3-lab env $(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab-demo.yml \
+	  -e lab_images_dir=$$(bash hack/lab-images.sh)
+
+lab-demo-clean: venv collection
+	ip netns exec metal3-lab env $(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab-demo.yml -e lab_state=absent
+
 cluster: venv kube-binaries
 	$(BIN)/python -m tests.harness.cluster up --dir $(CLUSTER_DIR)
 

@@ -7,7 +7,7 @@
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r1  # bump when the recipe changes, so cached images are rebuilt
+BUILD_REVISION=r2  # bump when the recipe changes, so cached images are rebuilt
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -126,7 +126,8 @@ build_ipa() {
   log "debootstrap of the agent's root filesystem"
   bootstrap "$dir" "systemd-sysv,udev,python3,python3-venv,iproute2,ifupdown,isc-dhcp-client,ifenslave,vlan,\
 lshw,dmidecode,pciutils,util-linux,parted,gdisk,dosfstools,e2fsprogs,xfsprogs,qemu-utils,efibootmgr,mdadm,\
-lvm2,kmod,ipmitool,hdparm,nvme-cli,smartmontools,linux-image-amd64,ca-certificates,curl,procps"
+lvm2,kmod,ipmitool,hdparm,nvme-cli,smartmontools,sg3-utils,psmisc,ethtool,linux-image-amd64,ca-certificates,curl,\
+procps"
   chroot_up "$dir"
   log "installing ironic-python-agent ${IPA_VERSION} and glean ${GLEAN_VERSION} from PyPI"
   in_chroot "$dir" python3 -m venv /opt/ironic-python-agent
@@ -347,9 +348,9 @@ EOF
 }
 
 # --- the EFI system partition of Ironic's own virtual-media ISOs --------------------------------------------------
-# Ironic puts it at boot/grub/efiboot.img on the ISO and its grub.cfg at [DEFAULT]grub_config_path
-# (EFI/debian/grub.cfg, where the ironic role points). Debian's signed GRUB finds neither by itself: it reads
-# $cmdpath/grub.cfg, this partition's, which finds the ISO by that file and hands over to Ironic's.
+# Ironic puts it at boot/grub/efiboot.img on the ISO and its grub.cfg at [DEFAULT]grub_config_path. Debian's signed
+# GRUB (not the CD one, whose prefix is /boot/grub) reads /EFI/debian/grub.cfg of the ISO it was loaded from: the
+# ironic role's grub_config_path for these images.
 build_esp() {
   local debs="$work/esp-debs" img="$work/esp.img" deb
   mkdir -p "$debs"
@@ -357,14 +358,11 @@ build_esp() {
     (cd "$PACKAGES" && ls ${deb}_*.deb >/dev/null 2>&1) || (cd "$PACKAGES" && apt-get download -q "$deb" >&2)
     dpkg-deb -x "$(ls "$PACKAGES"/${deb}_*.deb | sort -V | tail -n 1)" "$debs"
   done
-  printf '%s\n' 'search --no-floppy --file --set=root /boot/grub/efiboot.img' 'set prefix=($root)/EFI/debian' \
-    'configfile ($root)/EFI/debian/grub.cfg' > "$work/esp-grub.cfg"
   mkfs.vfat -C -n ESP "$img" 8192 >/dev/null
   mmd -i "$img" ::/EFI ::/EFI/BOOT
   mcopy -i "$img" "$debs/usr/lib/shim/shimx64.efi.signed" ::/EFI/BOOT/BOOTX64.EFI
   mcopy -i "$img" "$debs/usr/lib/shim/mmx64.efi.signed" ::/EFI/BOOT/mmx64.efi
-  mcopy -i "$img" "$debs/usr/lib/grub/x86_64-efi-signed/gcdx64.efi.signed" ::/EFI/BOOT/grubx64.efi
-  mcopy -i "$img" "$work/esp-grub.cfg" ::/EFI/BOOT/grub.cfg
+  mcopy -i "$img" "$debs/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed" ::/EFI/BOOT/grubx64.efi
 }
 
 if complete; then  # images of this revision, from before the partition was part of it

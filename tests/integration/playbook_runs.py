@@ -23,7 +23,8 @@ class Run:
 
 
 def ansible_playbook(playbook: str | Path, extra_vars: dict | None = None, *args: str, timeout: float = 600,
-                     env: dict[str, str] | None = None) -> Run:
+                     env: dict[str, str] | None = None, netns: str | None = None) -> Run:
+    """``netns``: run it inside that network namespace (``ip netns exec``), as a user reaches the lab."""
     path = Path(playbook)
     if not path.is_absolute():
         path = PLAYBOOKS / path
@@ -40,6 +41,8 @@ def ansible_playbook(playbook: str | Path, extra_vars: dict | None = None, *args
     command = [str(Path(sys.executable).parent / "ansible-playbook"), str(path), *args]
     if extra_vars:
         command += ["-e", json.dumps(extra_vars)]
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]
     completed = subprocess.run(command, env=environment, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                                check=False)
     return Run(completed.returncode, completed.stdout + completed.stderr)

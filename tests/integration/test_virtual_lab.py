@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.harness.virtual_lab import LAB_PLAYBOOK, one_lab_at_a_time
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
-LAB_PLAYBOOK = REPO / "playbooks" / "lab.yml"
 # Kept between runs (absent keeps them): the BMCs' virtualenv and the accelerator probe's results.
 BASE = REPO / "build" / "virtual-lab-test"
 NETNS = "metal3-lab-test"
@@ -161,7 +161,12 @@ def read_servers() -> list[dict[str, Any]]:
 
 
 def test_a_lab_of_a_bios_and_a_uefi_server_boots_answers_its_bmcs_and_leaves_nothing(tmp_path: Path):
-    """One test (pytest-xdist must not split it: there is one libvirtd per machine)."""
+    """One test, and one lab at a time: there is one libvirtd per machine."""
+    with one_lab_at_a_time():
+        lab_lifecycle(tmp_path)
+
+
+def lab_lifecycle(tmp_path: Path) -> None:
     started = time.monotonic()
     run = ansible_playbook(LAB_PLAYBOOK, LAB, timeout=1200)
     print(f"lab started in {time.monotonic() - started:.0f}s")
