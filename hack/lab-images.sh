@@ -7,7 +7,7 @@
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r2  # bump when the recipe changes, so cached images are rebuilt
+BUILD_REVISION=r3  # bump when the recipe changes, so cached images are rebuilt
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -138,6 +138,24 @@ procps"
   # each NIC's ifupdown config from it, DHCP for NICs it does not describe, then brings the NIC up.
   in_chroot "$dir" /opt/ironic-python-agent/bin/glean-install
   chroot_down "$dir"
+  # Only a config-2 volume on a CD, the virtual media ISO, is the agent's: a deployed disk's config drive (also
+  # config-2) holds the instance's network, which glean would apply in place of DHCP when the agent boots again
+  # to clean that disk (seen in the lab: glean failed on it, and the agent had no network). Without one, glean
+  # gives every NIC DHCP.
+  cat > "$dir/opt/ironic-python-agent/bin/glean-early.sh" <<'EOF'
+#!/bin/bash
+# metal3.baremetal's glean-early: the config drive of the virtual media ISO only (see hack/lab-images.sh).
+set -eu -o pipefail
+PATH=/usr/local/bin:/bin:/sbin:/usr/bin:/usr/sbin
+device="$(blkid -o device -t LABEL=config-2 /dev/sr* 2>/dev/null | head -n 1 || true)"
+if [ -z "$device" ]; then
+  exit 0
+fi
+mkdir -p /mnt/config
+mount -t iso9660 -o ro,mode=0700 "$device" /mnt/config || true
+exec "$(dirname "$0")/python-glean" --skip-network --ssh --hostname "$@"
+EOF
+  chmod 0755 "$dir/opt/ironic-python-agent/bin/glean-early.sh"
 
   cat > "$dir/etc/systemd/system/ironic-python-agent.service" <<'EOF'
 [Unit]
