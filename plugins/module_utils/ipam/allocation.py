@@ -611,7 +611,10 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
                     address_to_take = _reserved_address(claim)
                     reserved = address_to_take is not None
                     continue
-        taken = _take(store, pool_obj, pool, claim, address_to_take, from_annotation, dry_run)
+        # Once reserved here, the address is the claim's own: another reconcile of the claim may have created it
+        # meanwhile, and it is then this claim's, not lost.
+        taken = _take(store, pool_obj, pool, claim, address_to_take,
+                      from_annotation or address_to_take == _reserved_address(claim), dry_run)
         if taken:
             break
         candidates.lost(address_to_take)
