@@ -59,6 +59,7 @@ cleanup() {
   rm -rf --one-file-system "$work"  # never into a mount left behind (the package cache, /proc)
 }
 trap cleanup EXIT
+trap "exit 143" TERM INT  # through the EXIT trap: a killed build leaves no mounts, loop device or temp dir
 
 # A chroot that can run apt-get and pip: kernel filesystems, DNS, the shared package cache, no daemons started.
 # Its /dev is a tmpfs of its own, so nothing is created on the host's /dev.

@@ -251,8 +251,9 @@ def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, cl
 
 def test_redfish_inspection_failure_shows_ironics_last_error(local_store, client, redfish_emulator):
     name = redfish_emulator.prefix + "-1"
+    # Out-of-band (fast) inspection: by default the agent inspects, which needs a machine that boots.
     ref = make_host(local_store, "redfish", "rf-1", redfish_emulator.address(name), mac=redfish_emulator.mac(1),
-                    password=redfish_emulator.password)
+                    password=redfish_emulator.password, inspectionMode="fast")
     until(local_store, client, ref, lambda s: bool(s.error), timeout=240)
     st = status(local_store, ref)
     # sushy-tools' fake systems have no Processors resource, which Ironic's redfish inspection reads.

@@ -12,10 +12,9 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import pytest
-
+from tests.conftest import eventually
 from tests.harness.virtual_lab import LAB_PLAYBOOK, one_lab_at_a_time
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
@@ -92,17 +91,6 @@ while time.monotonic() < deadline:
         print(tci & 0xFFF if tci is not None else "untagged", socket.inet_ntoa(frame[28:32]))
         break
 """
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {timeout:g}s for {what}")
-        time.sleep(1)
 
 
 def says(path: Path, text: str) -> bool:
@@ -222,9 +210,9 @@ def boot_and_use(lab: Lab, tmp_path: Path) -> None:
         assert status == 204
     for server in lab.servers:
         assert virsh("domstate", server["name"]).stdout.strip() == "running"
-        wait_for(partial(says, Path(server["serial_log"]), FIRMWARE_SAYS[server["firmware"]]), 120,
-                 f"{server['name']}'s firmware on its serial console")
-        wait_for(partial(dhcp_acked, server["macs"][0]), 120, f"a DHCP answer to {server['name']}")
+        firmware_says = partial(says, Path(server["serial_log"]), FIRMWARE_SAYS[server["firmware"]])
+        assert eventually(firmware_says, 120, 1), f"{server['name']}'s firmware on its serial console"
+        assert eventually(partial(dhcp_acked, server["macs"][0]), 120, 1), f"a DHCP answer to {server['name']}"
 
     # IPMI answers for the first server, with the same credentials.
     ipmi = in_lab("ipmitool", "-I", "lanplus", "-H", HOST, "-p", "6230", "-U", "admin", "-P", lab.password,
@@ -236,7 +224,7 @@ def boot_and_use(lab: Lab, tmp_path: Path) -> None:
         status = lab.redfish("POST", f"/redfish/v1/Systems/{server['uuid']}/Actions/ComputerSystem.Reset",
                              {"ResetType": "ForceOff"})[0]
         assert status == 204
-        wait_for(partial(domain_is, server["name"], "shut off"), 30, f"{server['name']} off")
+        assert eventually(partial(domain_is, server["name"], "shut off"), 30, 1), f"{server['name']} off"
     iso_dir = tmp_path / "iso"
     (iso_dir / "content").mkdir(parents=True)
     (iso_dir / "content" / "hello.txt").write_text("hello\n")
@@ -245,7 +233,7 @@ def boot_and_use(lab: Lab, tmp_path: Path) -> None:
     http = subprocess.Popen(["ip", "netns", "exec", NETNS, sys.executable, "-m", "http.server", "8099", "--bind",
                              HOST, "--directory", str(iso_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: in_lab("ss", "-Hltn", "sport = :8099").stdout, 30, "the ISO's HTTP server")
+        assert eventually(lambda: in_lab("ss", "-Hltn", "sport = :8099").stdout, 30, 1), "the ISO's HTTP server"
         for server in lab.servers:
             status = lab.redfish(
                 "POST", f"/redfish/v1/Systems/{server['uuid']}/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia",
