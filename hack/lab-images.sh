@@ -95,7 +95,8 @@ in_chroot() {
     [[ -n "${!var:-}" ]] && pass+=("$var=${!var}")
   done
   [[ -s "$dir/etc/host-ca.crt" ]] && pass+=(PIP_CERT=/etc/host-ca.crt)
-  env -i HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
+  # HOME in the chroot's /tmp, which slim() empties: nothing of a build is left in a home directory.
+  env -i HOME=/tmp LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${pass[@]}" chroot "$dir" "$@" >&2
 }
 
@@ -115,7 +116,7 @@ slim() {
   local dir="$1"
   rm -rf "$dir"/usr/share/{doc,man,info,lintian,linda,locale}/* "$dir"/var/cache/apt/*.bin \
     "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/archives/*.deb "$dir"/var/log/*.log "$dir"/var/log/apt/* \
-    "$dir"/tmp/* "$dir"/root/.cache
+    "$dir"/tmp/*
   find "$dir" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
   : > "$dir/etc/machine-id"
   rm -f "$dir/var/lib/dbus/machine-id"
