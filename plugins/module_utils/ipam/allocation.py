@@ -309,6 +309,10 @@ def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: st
     return None  # taken and released over and over: as good as taken, move on
 
 
+# The widest window of free addresses a claimer that keeps losing spreads over.
+SPREAD_WINDOW = 64
+
+
 class _Candidates:
     """The addresses a claim may take, in the pool's order: the one it asks for, or the next free ones.
 
@@ -319,8 +323,6 @@ class _Candidates:
     turns losing every address in order. A claimer alone never loses, and takes addresses in order; one that
     read an index which had not caught up with one address still takes the next.
     """
-
-    MAX_WINDOW = 64
 
     def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim) -> None:
         self.store, self.pool_obj, self.pool = store, pool_obj, pool
@@ -383,7 +385,7 @@ class _Candidates:
 
     def _free_offsets(self) -> list[int]:
         """Up to a window of free offsets (1, 1, 2, 4, ... after each loss), the first at or after ``start``."""
-        window = min(1 << max(self.losses - 1, 0), self.MAX_WINDOW)
+        window = min(1 << max(self.losses - 1, 0), SPREAD_WINDOW)
         found: list[int] = []
         start = self.start
         while len(found) < window:
