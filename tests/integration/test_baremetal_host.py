@@ -5,6 +5,7 @@ test is about the host's life, the local one where it is about Ironic or the BMC
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -141,6 +142,26 @@ def test_deleting_a_provisioned_host_deprovisions_it_first(store, namespace, cli
     assert reached, last
     assert states.index("deprovisioning") < states.index("powering off before delete") < states.index("deleting")
     assert client.get_node(f"{namespace}~host-1") is None
+
+
+def test_the_preprovisioning_network_reaches_the_node_and_follows_its_secret(store, namespace, client):
+    def network(ip: str) -> dict[str, Any]:
+        return {"links": [{"id": "nic0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:02"}],
+                "networks": [{"id": "provisioning", "type": "ipv4", "link": "nic0", "ip_address": ip,
+                              "network_id": "provisioning",
+                              "netmask": "255.255.255.0"}], "services": []}
+
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pre-net", "namespace": namespace},
+              "stringData": {"networkData": json.dumps(network("172.22.0.200"))}}
+    store.create(secret)
+    ref = make_host(store, namespace, "host-pre", "fake://host-pre", preprovisioningNetworkDataName="pre-net")
+    wait(store, client, ref, "available")
+    node = client.get_node(f"{namespace}~host-pre")
+    assert client.network_data(node) == network("172.22.0.200")
+
+    store.patch(Ref("v1", "Secret", "pre-net", namespace),
+                {"stringData": {"networkData": json.dumps(network("172.22.0.201"))}})
+    until(store, client, ref, lambda _: client.network_data(node) == network("172.22.0.201"))
 
 
 def record(states: list[str], last: bmh.HostStep) -> bmh.HostStep:

@@ -25,7 +25,7 @@ BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deployin
 VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
 NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
                "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
-               "deploy_interface", "boot_interface", "automated_clean", "network_data")
+               "deploy_interface", "boot_interface", "automated_clean")
 
 
 class IronicRefused(IronicRejected):
@@ -143,16 +143,30 @@ class Ironic:
                     network_data: dict[str, Any] | None = None) -> Node:
         if self.dry_run:
             return {**dict.fromkeys(NODE_FIELDS), "id": "", "name": name, "provision_state": "enroll",
-                    "driver": driver, "driver_info": {}, "properties": properties, "network_data": network_data,
-                    **interfaces}
-        extra = {"network_data": network_data} if network_data else {}
+                    "driver": driver, "driver_info": {}, "properties": properties, **interfaces}
         node = self._call(f"create node {name}", "create_node", name=name, driver=driver,
                           driver_info=driver_info, properties=properties, automated_clean=automated_clean,
-                          **interfaces, **extra)
+                          **interfaces)
         if mac:
             self._call(f"create the port {mac} of node {name}", "create_port", node_id=node.id,
                        address=mac.lower())
+        if network_data:  # openstacksdk's Node drops the field from a create: a patch sets it
+            return self.patch_node(_node(node), {"network_data": network_data})
         return _node(node)
+
+    def network_data(self, node: Node) -> dict[str, Any]:
+        """The node's network_data (the deploy ramdisk's network where there is no DHCP); {} when none.
+
+        openstacksdk does not map the field, so it is read from the API (1.66 has it).
+        """
+        response = self._call(f"read node {node['name']}", "get", f"/nodes/{node['id']}",
+                              params={"fields": "network_data"}, microversion="1.66")
+        if response is None or response.status_code >= 400:
+            raise IronicRefused(f"Ironic refused to read node {node['name']}: "
+                                f"{'' if response is None else response.text.strip()[:200]}",
+                                None if response is None else response.status_code)
+        network_data: dict[str, Any] = response.json().get("network_data") or {}
+        return network_data
 
     def patch_node(self, node: Node, changes: dict[str, Any]) -> Node:
         """Set top-level node fields (driver_info, instance_info, deploy_interface, automated_clean...)."""

@@ -107,6 +107,10 @@ class IronicProvisioner:
             driver = self._driver(host)
         except Invalid as e:  # a BMC address that cannot be read stays so until the spec changes: no retries
             return Registration(error=str(e), retry=False)
+        gaps = network_data_gaps(host.preprovisioning_network_data)
+        if gaps:
+            return Registration(error=f"spec.preprovisioningNetworkDataName: its networkData {gaps}, which Ironic "
+                                      "requires", retry=False)
         mac = host.boot_mac.lower()
         node = self._find()
         if node is None and mac:
@@ -136,8 +140,8 @@ class IronicProvisioner:
         elif _bmc_changed(node, driver, credentials_changed):
             node = self.ironic.patch_node(node, {"driver": driver.driver, "driver_info": driver.driver_info})
             sent, message = True, f"updated the BMC of node {node['name']}"
-        if (node["network_data"] or {}) != host.preprovisioning_network_data and node["provision_state"] in (
-                "enroll", "manageable", "available"):
+        elif node["provision_state"] in ("enroll", "manageable", "available") \
+                and self.ironic.network_data(node) != host.preprovisioning_network_data:
             node = self.ironic.patch_node(node, {"network_data": host.preprovisioning_network_data})
         self._node = node
         if node["provision_state"] == "enroll":
@@ -367,6 +371,30 @@ def deploy_images(options: IronicOptions, driver: Driver) -> dict[str, str]:
     if options.deploy_kernel and options.deploy_ramdisk:
         return {"deploy_kernel": options.deploy_kernel, "deploy_ramdisk": options.deploy_ramdisk}
     return {}
+
+
+# What Ironic's network_data schema requires of each item (its own error for a gap quotes a regular expression).
+_NETWORK_DATA_REQUIRED = {
+    "links": {"phy": ("id", "ethernet_mac_address"), "bond": ("id", "ethernet_mac_address", "bond_mode",
+                                                              "bond_links"),
+              "vlan": ("id", "vlan_mac_address", "vlan_link", "vlan_id")},
+    "networks": {"": ("id", "link", "network_id")},
+}
+
+
+def network_data_gaps(network_data: dict[str, Any]) -> str:
+    """What a node's network_data lacks that Ironic's schema requires ("" when nothing, or when there is none)."""
+    if not network_data:
+        return ""
+    gaps = [f"has no {key!r}" for key in ("links", "networks", "services") if key not in network_data]
+    for section, by_type in _NETWORK_DATA_REQUIRED.items():
+        for i, item in enumerate(network_data.get(section) or []):
+            if not isinstance(item, dict) or "type" not in item:
+                gaps.append(f"{section}[{i}] has no 'type'")
+                continue
+            required = by_type.get(item["type"], by_type.get("", ()))
+            gaps += [f"{section}[{i}] has no {key!r}" for key in required if key not in item]
+    return "; ".join(gaps)
 
 
 def capabilities(boot_mode: str) -> str:

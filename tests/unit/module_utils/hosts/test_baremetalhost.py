@@ -68,6 +68,9 @@ class ScriptedIronic:
     def inspection_finished_at(self, node):
         return self.nodes[node["id"]]["inspection_finished_at"]
 
+    def network_data(self, node):
+        return self.nodes[node["id"]]["network_data"] or {}
+
     def take_provisioning_slot(self, limit):
         return self.busy < limit, self.busy
 
@@ -288,8 +291,13 @@ def test_a_new_image_after_a_failed_one_is_deployed(store):
 
 # preprovisioningNetworkDataName's secret → the registration's outcome (the node's network_data, or the error)
 PREPROVISIONING_NETWORK = [
-    ({"networkData": '{"links": [{"id": "eth0", "type": "phy"}]}'}, {"links": [{"id": "eth0", "type": "phy"}]}, None),
-    ({"networkData": "links: []"}, {"links": []}, None),
+    ({"networkData": '{"links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}], '
+                     '"networks": [], "services": []}'},
+     {"links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}], "networks": [],
+      "services": []}, None),
+    ({"networkData": "{links: [], networks: [], services: []}"}, {"links": [], "networks": [], "services": []}, None),
+    ({"networkData": "links: []"}, None, "spec.preprovisioningNetworkDataName: its networkData has no 'networks'; "
+                                         "has no 'services', which Ironic requires"),
     ({"other": "x"}, None, "spec.preprovisioningNetworkDataName: secret ns/pre has no 'networkData' key"),
     ({"networkData": "- a list"}, None, "spec.preprovisioningNetworkDataName: secret ns/pre must hold a mapping, "
                                         "not list"),

@@ -68,6 +68,7 @@ class RecordingIronic:
                  refuse: int | None = None):
         self.node, self.other, self.busy, self.refuse = node, other, busy, refuse
         self.calls: list[str] = []
+        self.network_reads = 0
 
     def _record(self, call: str) -> None:
         if self.refuse is not None:
@@ -110,6 +111,10 @@ class RecordingIronic:
     def inspection_finished_at(self, node):
         return node.get("inspection_finished_at")
 
+    def network_data(self, node):
+        self.network_reads += 1
+        return node.get("network_data") or {}
+
     def take_provisioning_slot(self, limit):
         return self.busy < limit, self.busy
 
@@ -119,6 +124,8 @@ HOST = HostData(BMCAccess("fake://x", "u", "p"), image=IMAGE)
 HOST_WITH_MAC = HostData(BMCAccess("fake://x", "u", "p"), boot_mac="52:54:00:00:00:01")
 DEPLOYED = {"image_source": IMAGE["url"], "image_checksum": "abc"}
 FINISHED = {"inspection_finished_at": "2026-01-01T00:00:00+00:00"}
+EMPTY_NETWORK = {"links": [], "networks": [], "services": []}
+ONE_LINK = {**EMPTY_NETWORK, "links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}]}
 
 
 def node(**fields: Any) -> dict[str, Any]:
@@ -319,7 +326,7 @@ def test_a_new_node_gets_the_deploy_ramdisk_agent_inspection_secure_boot_and_the
                            network_data=network_data)
             return super().create_node(name, driver, driver_info, interfaces, properties, mac, automated_clean)
 
-    network = {"links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}]}
+    network = ONE_LINK
     host = HostData(BMCAccess("redfish-virtualmedia://bmc/redfish/v1/Systems/1", "u", "p"),
                     boot_mode="UEFISecureBoot", preprovisioning_network_data=network)
     ironic.IronicProvisioner(Creating(None), "ns~h", "").register(host, False, lambda: None)
@@ -336,7 +343,55 @@ def test_secure_boot_is_asked_of_the_deploy_too():
 
 
 def test_a_changed_preprovisioning_network_is_patched_onto_a_registered_node():
-    recording = RecordingIronic(node(network_data={"links": []}))
-    host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_network_data={"links": [{"id": "eth0"}]})
+    recording = RecordingIronic(node(network_data=EMPTY_NETWORK))
+    host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_network_data=ONE_LINK)
     ironic.IronicProvisioner(recording, "ns~h", "uuid-1").register(host, False, lambda: None)
     assert recording.calls == ["patch network_data"]
+
+
+@pytest.mark.parametrize(("state", "on_node", "wanted", "reads", "calls"), [
+    ("manageable", EMPTY_NETWORK, EMPTY_NETWORK, 1, []),
+    ("available", None, {}, 1, []),
+    ("enroll", EMPTY_NETWORK, {}, 1, ["patch network_data", "manage"]),
+    ("active", EMPTY_NETWORK, ONE_LINK, 0, []),  # in use: the ramdisk's network is not read
+    ("deploying", None, EMPTY_NETWORK, 0, []),
+])
+def test_the_preprovisioning_network_is_read_and_patched_only_while_the_node_waits(state, on_node, wanted, reads,
+                                                                                  calls):
+    recording = RecordingIronic(node(provision_state=state, network_data=on_node))
+    host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_network_data=wanted)
+    ironic.IronicProvisioner(recording, "ns~h", "uuid-1").register(host, False, lambda: None)
+    assert (recording.network_reads, recording.calls) == (reads, calls)
+
+
+PHY = {"id": "nic0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}
+NETWORK = {"id": "prov", "type": "ipv4", "link": "nic0", "network_id": "prov", "ip_address": "172.22.0.200",
+           "netmask": "255.255.255.0"}
+
+
+@pytest.mark.parametrize(("network_data", "gaps"), [
+    ({}, ""),
+    ({"links": [PHY], "networks": [NETWORK], "services": []}, ""),
+    ({"links": [PHY], "networks": [NETWORK]}, "has no 'services'"),
+    ({"links": [PHY], "networks": [{k: v for k, v in NETWORK.items() if k != "network_id"}], "services": []},
+     "networks[0] has no 'network_id'"),
+    ({"links": [{"id": "nic0", "type": "phy"}], "networks": [], "services": []},
+     "links[0] has no 'ethernet_mac_address'"),
+    ({"links": [PHY, {"id": "v", "type": "vlan", "vlan_link": "nic0"}], "networks": [], "services": []},
+     "links[1] has no 'vlan_mac_address'; links[1] has no 'vlan_id'"),
+    ({"links": [{"id": "x"}], "networks": [], "services": []}, "links[0] has no 'type'"),
+    ({"links": [{"id": "b", "type": "bridge"}], "networks": [], "services": []}, ""),  # not one Ironic checks
+])
+def test_network_data_gaps_name_what_ironics_schema_requires(network_data, gaps):
+    assert ironic.network_data_gaps(network_data) == gaps
+
+
+def test_preprovisioning_network_data_with_a_gap_is_a_registration_error_before_anything_is_created():
+    recording = RecordingIronic(None)
+    host = HostData(BMCAccess("redfish-virtualmedia://bmc/redfish/v1/Systems/1", "u", "p"),
+                    preprovisioning_network_data={"links": [PHY], "services": [],
+                                                  "networks": [{"id": "prov", "type": "ipv4", "link": "nic0"}]})
+    result = ironic.IronicProvisioner(recording, "ns~h", "").register(host, False, lambda: None)
+    assert result.error == ("spec.preprovisioningNetworkDataName: its networkData networks[0] has no 'network_id', "
+                            "which Ironic requires")
+    assert not result.retry and recording.calls == []

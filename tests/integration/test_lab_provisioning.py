@@ -2,11 +2,8 @@
 DHCP), inspected by the agent, provisioned by playbooks/lab-demo.yml with the seed's per-failure-domain bond +
 VLAN templates, and checked from inside each booted guest; then deprovisioned (cleaned) and deleted.
 
-Slow (every machine runs under emulation where KVM cannot boot it): one test, one lab at a time.
-
-NOT YET COLLECTED (the file name keeps it out of `make test`, issue 15): its first full run went up to booted
-guests, then deprovisioning hung because the agent's glean applied the deployed disk's config drive instead of
-DHCP. Rename it test_lab_provisioning.py once that is fixed and it passes."""
+The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
+Slow (every machine runs under emulation where KVM cannot boot it): one test, one lab at a time."""
 from __future__ import annotations
 
 import json
@@ -25,7 +22,7 @@ DEMO_PLAYBOOK = REPO / "playbooks" / "lab-demo.yml"
 BASE = REPO / "build" / "lab-provisioning"
 NETNS = "metal3-lab-prov"
 SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048},
-           {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048}]
+           {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "dhcp": False}]
 LAB = {"virtual_lab_base_dir": str(BASE), "virtual_lab_netns": NETNS, "virtual_lab_bridge": "labpbr0",
        "virtual_lab_servers": SERVERS}
 # The gateway of each failure domain's management VLAN (playbooks/files/lab/cluster.yaml.j2).
@@ -90,6 +87,10 @@ def provision_check_and_release(images: Path) -> None:
         assert any(disk["name"].endswith("vda") for disk in status["hardware"]["storage"])
     assert hosts[SERVERS[0]["name"]]["spec"]["bmc"]["address"].startswith("ipmi://")
     assert hosts[SERVERS[1]["name"]]["spec"]["bmc"]["address"].startswith("redfish-virtualmedia+http://")
+    # PXE for the IPMI server; not one DHCP answer to the virtual-media one.
+    acked = set(re.findall(r"DHCPACK\(labpbr0\) \S+ (\S+)", (BASE / "dnsmasq.log").read_text()))
+    assert servers[SERVERS[0]["name"]]["macs"][0] in acked
+    assert not acked & set(servers[SERVERS[1]["name"]]["macs"])
     assert "Seen from inside the guests" in output
 
     machines = stored("Metal3Machine")
