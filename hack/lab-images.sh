@@ -7,7 +7,7 @@
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r3  # bump when the recipe changes, so cached images are rebuilt
+BUILD_REVISION=r4  # bump when the recipe changes, so cached images are rebuilt
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -143,13 +143,28 @@ procps"
   # Only a config-2 volume on a CD, the virtual media ISO, is the agent's: a deployed disk's config drive (also
   # config-2) holds the instance's network, which glean would apply in place of DHCP when the agent boots again
   # to clean that disk (seen in the lab: glean failed on it, and the agent had no network). Without one, glean
-  # gives every NIC DHCP.
+  # gives every NIC DHCP. Booted from virtual media (boot_method=vmedia), it waits for the CD: its controller's
+  # module may load after this runs (seen in the lab: /dev/sr0 appeared 9 s later, and the agent had no network).
   cat > "$dir/opt/ironic-python-agent/bin/glean-early.sh" <<'EOF'
 #!/bin/bash
 # metal3.baremetal's glean-early: the config drive of the virtual media ISO only (see hack/lab-images.sh).
 set -eu -o pipefail
 PATH=/usr/local/bin:/bin:/sbin:/usr/bin:/usr/sbin
-device="$(blkid -o device -t LABEL=config-2 /dev/sr* 2>/dev/null | head -n 1 || true)"
+wait=0
+if grep -qw boot_method=vmedia /proc/cmdline; then
+  wait=180
+fi
+device=""
+for _ in $(seq 0 "$wait"); do
+  udevadm settle --timeout=5 || true
+  labels="$(blkid -o export /dev/sr* 2>/dev/null || true)"
+  device="$(blkid -o device -t LABEL=config-2 /dev/sr* 2>/dev/null | head -n 1 || true)"
+  # The ISO without network_data (labelled VMEDIA_BOOT_ISO) says there is nothing to wait for.
+  if [ -n "$device" ] || grep -q '^LABEL=VMEDIA_BOOT_ISO$' <<<"$labels" || [ "$wait" = 0 ]; then
+    break
+  fi
+  sleep 1
+done
 if [ -z "$device" ]; then
   exit 0
 fi

@@ -374,7 +374,7 @@ def deploy_images(options: IronicOptions, driver: Driver) -> dict[str, str]:
 
 
 # What Ironic's network_data schema requires of each item (its own error for a gap quotes a regular expression).
-_NETWORK_DATA_REQUIRED = {
+_NETWORK_DATA_REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
     "links": {"phy": ("id", "ethernet_mac_address"), "bond": ("id", "ethernet_mac_address", "bond_mode",
                                                               "bond_links"),
               "vlan": ("id", "vlan_mac_address", "vlan_link", "vlan_id")},
