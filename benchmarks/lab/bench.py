@@ -43,7 +43,9 @@ DEMO = REPO / "playbooks" / "lab-demo.yml"
 IRONIC = "http://172.22.0.1:6385"
 POLL = 5.0
 TIMEOUT = 4000
-NODE_FIELDS = ("driver", "driver_info", "properties", "network_data", "instance_info",
+INSTANCE_INFO = ("image_source", "image_disk_format", "image_checksum", "image_os_hash_algo", "image_os_hash_value",
+                 "capabilities")
+NODE_FIELDS = ("driver", "driver_info", "properties", "instance_info",
                *(f"{i}_interface" for i in ("bios", "boot", "console", "deploy", "inspect", "management",
                                             "network", "power", "raid", "rescue", "storage", "vendor")))
 
@@ -87,8 +89,13 @@ def capture() -> list[dict[str, Any]]:
                 values = secret_values(secrets[ref["name"]])
                 text = values.get(field, values.get("value", ""))
                 drive[key] = text if key == "user_data" else {**drive.get(key, {}), **(yaml.safe_load(text) or {})}
-        servers.append({"name": name, "mac": host["spec"]["bootMACAddress"], "drive": drive,
-                        "node": {f: node[f] for f in NODE_FIELDS if node.get(f) is not None}})
+        fields = {f: node[f] for f in NODE_FIELDS if node.get(f) is not None}
+        # openstacksdk maps no network_data: read from the API, set by a patch.
+        fields["network_data"] = bm.get(f"/nodes/{node['id']}", params={"fields": "network_data"},
+                                        microversion="1.66").json().get("network_data") or {}
+        # What the collection asked for, not what Ironic added while deploying (the config drive among it).
+        fields["instance_info"] = {k: v for k, v in fields.get("instance_info", {}).items() if k in INSTANCE_INFO}
+        servers.append({"name": name, "mac": host["spec"]["bootMACAddress"], "drive": drive, "node": fields})
     return servers
 
 
@@ -105,10 +112,12 @@ def floor(servers: list[dict[str, Any]], bmc_password: str) -> float:
 
     def one(server: dict[str, Any]) -> None:
         fields = dict(server["node"])
-        instance_info = fields.pop("instance_info")
+        instance_info, network_data = fields.pop("instance_info"), fields.pop("network_data")
         fields["driver_info"] = {k: bmc_password if v == "******" else v for k, v in fields["driver_info"].items()}
         node = bm.create_node(name=f"floor-{server['name']}", **fields)
         bm.create_port(node_id=node.id, address=server["mac"])
+        if network_data:
+            bm.patch_node(node, [{"op": "add", "path": "/network_data", "value": network_data}])
         for target, reached in (("manage", "manageable"), ("inspect", "manageable"), ("provide", "available")):
             bm.set_node_provision_state(node, target)
             wait(node, reached)

@@ -21,8 +21,9 @@ from tests.integration.playbook_runs import REPO, ansible_playbook
 DEMO_PLAYBOOK = REPO / "playbooks" / "lab-demo.yml"
 BASE = REPO / "build" / "lab-provisioning"
 NETNS = "metal3-lab-prov"
-SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048},
-           {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "dhcp": False}]
+# One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
+SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
+           {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
 LAB = {"virtual_lab_base_dir": str(BASE), "virtual_lab_netns": NETNS, "virtual_lab_bridge": "labpbr0",
        "virtual_lab_servers": SERVERS}
 # The gateway of each failure domain's management VLAN (playbooks/files/lab/cluster.yaml.j2).
