@@ -7,7 +7,7 @@
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r4  # bump when the recipe changes, so cached images are rebuilt
+BUILD_REVISION=r5  # bump when the recipe changes, so cached images are rebuilt
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -170,9 +170,16 @@ if [ -z "$device" ]; then
 fi
 mkdir -p /mnt/config
 mount -t iso9660 -o ro,mode=0700 "$device" /mnt/config || true
-exec "$(dirname "$0")/python-glean" --skip-network --ssh --hostname "$@"
+exec /opt/ironic-python-agent/bin/python3 -m glean --skip-network --ssh --hostname "$@"
 EOF
   chmod 0755 "$dir/opt/ironic-python-agent/bin/glean-early.sh"
+  # glean-install's unit runs the package's own script: this one runs in its place.
+  mkdir -p "$dir/etc/systemd/system/glean-early.service.d"
+  cat > "$dir/etc/systemd/system/glean-early.service.d/metal3-baremetal.conf" <<'EOF'
+[Service]
+ExecStart=
+ExecStart=/opt/ironic-python-agent/bin/glean-early.sh --debug
+EOF
 
   cat > "$dir/etc/systemd/system/ironic-python-agent.service" <<'EOF'
 [Unit]
