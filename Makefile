@@ -55,7 +55,7 @@ lab-images:
 # Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
 test: venv collection kube-binaries cloud-init ansible-operator
 	$(BIN)/python hack/gen-crds.py --check
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 	$(MAKE) --no-print-directory molecule lint sanity
 
 # One scenario per role, on localhost (delegated driver), each with a throwaway store.

@@ -59,3 +59,12 @@ def eventually(check: Callable[[], T], timeout: float = 30.0, interval: float = 
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The virtual lab's tests first and on one worker (``--dist loadgroup``): they take the longest and hold the
+    one lab a machine has, so the other worker runs everything else meanwhile instead of waiting for the lab."""
+    for item in items:
+        if item.get_closest_marker("virtual_lab"):
+            item.add_marker(pytest.mark.xdist_group("virtual-lab"))
+    items.sort(key=lambda item: item.get_closest_marker("virtual_lab") is None)

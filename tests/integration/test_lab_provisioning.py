@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.harness import guest
 from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time
 from tests.integration.playbook_runs import REPO, ansible_playbook
@@ -59,6 +61,7 @@ def domain_state(name: str) -> str:
                           check=True).stdout.strip()
 
 
+@pytest.mark.virtual_lab
 def test_servers_enrolled_by_ipmi_and_by_virtual_media_boot_the_rendered_network():
     images = lab_images()
     with one_lab_at_a_time():

@@ -14,6 +14,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import eventually
 from tests.harness.virtual_lab import LAB_PLAYBOOK, one_lab_at_a_time
 from tests.integration.playbook_runs import REPO, ansible_playbook
@@ -148,6 +150,7 @@ def read_servers() -> list[dict[str, Any]]:
     return json.loads((BASE / "info.json").read_text())
 
 
+@pytest.mark.virtual_lab
 def test_a_lab_of_a_bios_and_a_uefi_server_boots_answers_its_bmcs_and_leaves_nothing(tmp_path: Path):
     """One test, and one lab at a time: there is one libvirtd per machine."""
     with one_lab_at_a_time():
