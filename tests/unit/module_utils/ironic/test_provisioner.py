@@ -356,8 +356,8 @@ def test_a_changed_preprovisioning_network_is_patched_onto_a_registered_node():
     ("active", EMPTY_NETWORK, ONE_LINK, 0, []),  # in use: the ramdisk's network is not read
     ("deploying", None, EMPTY_NETWORK, 0, []),
 ])
-def test_the_preprovisioning_network_is_read_and_patched_only_while_the_node_waits(state, on_node, wanted, reads,
-                                                                                  calls):
+def test_the_preprovisioning_network_is_read_and_patched_only_while_the_node_waits(
+        state, on_node, wanted, reads, calls):
     recording = RecordingIronic(node(provision_state=state, network_data=on_node))
     host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_network_data=wanted)
     ironic.IronicProvisioner(recording, "ns~h", "uuid-1").register(host, False, lambda: None)
