@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO)]
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import secret_values  # noqa: E402
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (  # noqa: E402
+    NODE_NAME_SEPARATOR,
+)
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness import guest  # noqa: E402
 from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time  # noqa: E402
@@ -80,7 +83,7 @@ def capture() -> list[dict[str, Any]]:
     secrets = stored("Secret")
     servers = []
     for name, host in stored("BareMetalHost").items():
-        node = bm.get_node(f"{host['metadata']['namespace']}~{name}").to_dict(computed=False)
+        node = bm.get_node(f"{host['metadata']['namespace']}{NODE_NAME_SEPARATOR}{name}").to_dict(computed=False)
         drive: dict[str, Any] = {"meta_data": {"uuid": host["metadata"]["uid"], "local-hostname": name,
                                                "local_hostname": name, "name": name}}
         for field, key in (("metaData", "meta_data"), ("userData", "user_data"), ("networkData", "network_data")):

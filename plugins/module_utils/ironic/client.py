@@ -159,13 +159,7 @@ class Ironic:
 
         openstacksdk does not map the field, so it is read from the API (1.66 has it).
         """
-        response = self._call(f"read node {node['name']}", "get", f"/nodes/{node['id']}",
-                              params={"fields": "network_data"}, microversion="1.66")
-        if response is None or response.status_code >= 400:
-            raise IronicRefused(f"Ironic refused to read node {node['name']}: "
-                                f"{'' if response is None else response.text.strip()[:200]}",
-                                None if response is None else response.status_code)
-        network_data: dict[str, Any] = response.json().get("network_data") or {}
+        network_data: dict[str, Any] = self._unmapped_field(node, "network_data", "1.66") or {}
         return network_data
 
     def patch_node(self, node: Node, changes: dict[str, Any]) -> Node:
@@ -211,15 +205,19 @@ class Ironic:
         Ironic sets it as an inspection ends and clears it as one starts, whatever the inspect interface;
         openstacksdk does not map the field, so it is read from the API (1.6 has it, 1.8 filters fields).
         """
+        finished: str | None = self._unmapped_field(node, "inspection_finished_at", "1.8")
+        return finished
+
+    def _unmapped_field(self, node: Node, field: str, microversion: str) -> Any:
+        """One node field openstacksdk does not map, read from the API; None when the node is gone."""
         response = self._call(f"read node {node['name']}", "get", f"/nodes/{node['id']}",
-                              params={"fields": "inspection_finished_at"}, microversion="1.8")
+                              params={"fields": field}, microversion=microversion)
         if response is None or response.status_code == 404:
             return None
         if response.status_code >= 400:
             raise IronicRefused(f"Ironic refused to read node {node['name']}: {response.text.strip()[:200]}",
                                 response.status_code)
-        finished: str | None = response.json().get("inspection_finished_at")
-        return finished
+        return response.json().get(field)
 
     def take_provisioning_slot(self, limit: int) -> tuple[bool, int]:
         """Whether one more node may start inspecting, cleaning, deploying or undeploying (and the busy count).
