@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
 from ansible_collections.metal3.baremetal.plugins.module_utils.store import factory
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 BACKENDS = factory.BACKENDS
-# The domains imported for their admission.register(...) calls: BareMetalHost's and IPPool's rules.
-DOMAINS = (host_admission, ipam_allocation)
+# The domains imported for their admission.register(...) calls: BareMetalHost's, HostClaim's, HostDeployPolicy's
+# and IPPool's rules.
+DOMAINS = (host_admission, claim_admission, ipam_allocation)
 
 
 def open_store(options: Mapping[str, Any] | None = None) -> Store:

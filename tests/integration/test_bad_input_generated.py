@@ -36,6 +36,9 @@ BASELINES: dict[str, dict[str, Any]] = {
     "IPAddress": {"address": "192.168.0.10", "pool": {"name": "p"}, "claim": {"name": "c"}},
     "BareMetalHost": {"online": False, "bmc": {"address": "redfish://bmc/redfish/v1/Systems/1",
                                                "credentialsName": "bmc"}},
+    "HostClaim": {"poweredOn": False, "hostSelector": {"matchLabels": {"rack": "r1"}}},
+    "HostDeployPolicy": {"hostClaimNamespaces": {"names": ["tenant-a"]}},
+    "HardwareData": {"hardware": {"hostname": "node-0", "ramMebibytes": 4096}},
 }
 WRONG_TYPE = {"string": 12345, "integer": "not-a-number", "number": "not-a-number", "boolean": "maybe",
               "array": "not-a-list", "object": "not-a-map"}
@@ -51,6 +54,9 @@ SEMANTIC = [
     ("IPPool", "spec.namePrefix", {"namePrefix": "Not_A_Name"}),
     ("IPPool", "spec.preAllocations", {"preAllocations": {"c": "10.0.0.1"}}),
     ("BareMetalHost", "spec.bootMACAddress", {"bootMACAddress": "zz:zz:zz:zz:zz:zz"}),
+    ("HostClaim", "spec.hostSelector.matchExpressions[0].operator",
+     {"hostSelector": {"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["1"]}]}}),
+    ("HostDeployPolicy", "spec.hostClaimNamespaces.nameMatches", {"hostClaimNamespaces": {"nameMatches": "(tenant"}}),
 ]
 
 

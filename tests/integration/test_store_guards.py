@@ -15,14 +15,17 @@ TRAVERSALS = ["../../other/secrets/prod-bmc", "..", "a/b", "a%2Fb", "UPPER", "x"
 
 
 # Lists whose items' name names no object: a failure domain's, a bond parameter's (a kernel bonding option), a RAID
-# volume's, a host NIC's.
-NOT_OBJECT_NAMES = ("failureDomains", "parameters", "hardwareRAIDVolumes", "networkInterfaces")
+# volume's, a host NIC's, a HostDeployPolicy's label (a label key), and HardwareData's NICs, VLANs and disks.
+NOT_OBJECT_NAMES = ("failureDomains", "parameters", "hardwareRAIDVolumes", "networkInterfaces", "hasLabels", "nics",
+                    "vlans", "storage")
+# Fields named like an object's name that name none: a root device, and HardwareData's product and switch.
+NOT_OBJECT_NAME_KEYS = ("deviceName", "productName", "switchSystemName")
 
 
 def names_an_object(parts: list[str], node: dict) -> bool:
     key = parts[-1]
     return node.get("type") == "string" and (
-        key in ("name", "namespace") or (key.endswith(("Name", "Namespace")) and key != "deviceName")) \
+        key in ("name", "namespace") or (key.endswith(("Name", "Namespace")) and key not in NOT_OBJECT_NAME_KEYS)) \
         and not (key == "name" and len(parts) > 2 and parts[-3] in NOT_OBJECT_NAMES)
 
 

@@ -135,8 +135,31 @@ def test_the_deployment_runs_the_operator_as_the_service_account_with_probes():
 
 def test_secrets_are_read_by_name_never_listed_or_watched():
     # The reconciles get a Secret by name (BMC credentials, user data, network data), create Metal3Data's
-    # rendered ones and delete those again: a list or a watch would read every Secret of the cluster.
-    assert granted(CLUSTER_ROLE["rules"], "", "secrets") == {"get", "create", "delete"}
+    # rendered ones and delete those again, and copy a HostClaim's data Secrets beside its host (made, brought
+    # up to date, deleted on release): a list or a watch would read every Secret of the cluster.
+    assert granted(CLUSTER_ROLE["rules"], "", "secrets") == {"get", "create", "update", "delete"}
+
+
+TENANT_ROLE = "metal3-baremetal-hostclaim-tenant"
+
+
+def test_the_tenant_role_grants_hostclaims_hardwaredata_and_secrets_and_nothing_else():
+    [role] = kustomize(CONFIG / "tenant")
+    assert (role["kind"], role["metadata"]["name"]) == ("ClusterRole", TENANT_ROLE)
+    rules = role["rules"]
+    assert {(group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]} \
+        == {("metal3.io", "hostclaims"), ("metal3.io", "hostclaims/status"), ("metal3.io", "hardwaredata"),
+            ("", "secrets")}
+    assert granted(rules, "metal3.io", "hostclaims") == {"get", "list", "watch", "create", "update", "patch", "delete"}
+    assert granted(rules, "metal3.io", "hostclaims/status") == {"get"}
+    assert granted(rules, "metal3.io", "hardwaredata") == {"get", "list", "watch"}
+    for rule in rules:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+    # The sample binds it in one namespace, with a RoleBinding.
+    [binding] = [d for d in yaml.safe_load_all((CONFIG / "tenant" / "role_binding.sample.yaml").read_text()) if d]
+    assert binding["kind"] == "RoleBinding" and binding["metadata"]["namespace"] == "tenant-a"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANT_ROLE}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tenant", "namespace": "tenant-a"}]
 
 
 def test_the_namespaced_kustomization_grants_the_same_rules_in_the_watched_namespace_only():
@@ -192,6 +215,14 @@ def dry_run(api: Any, objects: list[dict]) -> None:
 @pytest.mark.kubernetes
 def test_the_apiserver_accepts_every_manifest(kube_cluster):
     dry_run(kube_cluster.api_client(), kustomize(CONFIG))
+
+
+@pytest.mark.kubernetes
+def test_the_apiserver_accepts_the_tenant_role_and_its_sample_binding(kube_cluster):
+    api = kube_cluster.api_client()
+    dry_run(api, kustomize(CONFIG / "tenant"))
+    create_namespace(api, "tenant-a")  # the sample's namespace: the tenant's, not the kustomization's
+    dry_run(api, [d for d in yaml.safe_load_all((CONFIG / "tenant" / "role_binding.sample.yaml").read_text()) if d])
 
 
 @pytest.mark.kubernetes

@@ -12,6 +12,8 @@ schema accepts, the object is first held to its CRD's schema.
 |---|---|---|
 | IPPool (ipam.metal3.io) | ipam/allocation.py ``admit_ip_pool`` | ip-address-manager's IPPool webhook |
 | BareMetalHost (metal3.io) | hosts/admission.py ``admit_host`` | baremetal-operator's BareMetalHost webhook |
+| HostClaim (metal3.io) | hosts/claim_admission.py ``admit_host_claim`` | baremetal-operator's HostClaim webhook |
+| HostDeployPolicy (metal3.io) | hosts/claim_admission.py ``admit_host_deploy_policy`` | ours: upstream has none |
 """
 from __future__ import annotations
 
@@ -34,16 +36,18 @@ class Reader(Protocol):
 
 Rule = Callable[[Reader, Object, "Object | None"], None]
 
-# The kinds upstream runs a validating webhook for. Their rules live with their domain (the table above), which
-# registers them when imported; writing one of these kinds before its rules are registered is a bug, and fails.
-RULED_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("metal3.io", "BareMetalHost")})
+# The kinds upstream runs a validating webhook for, and HostDeployPolicy, whose rules are ours. Their rules live
+# with their domain (the table above), which registers them when imported; writing one of these kinds before its
+# rules are registered is a bug, and fails.
+RULED_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("metal3.io", "BareMetalHost"), ("metal3.io", "HostClaim"),
+                         ("metal3.io", "HostDeployPolicy")})
 _RULES: dict[tuple[str, str], Rule] = {}
 
 
 def register(group: str, kind: str, rule: Rule) -> None:
     """Make ``rule`` the admission of ``kind`` in ``group`` (a domain package calls this when imported)."""
     if (group, kind) not in RULED_KINDS:
-        raise ValueError(f"{kind}.{group} has no validating webhook upstream; add it to RULED_KINDS first")
+        raise ValueError(f"{kind}.{group} has no admission rules; add it to RULED_KINDS first")
     _RULES[(group, kind)] = rule
 
 

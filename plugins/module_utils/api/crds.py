@@ -9752,6 +9752,696 @@ CRDS = json.loads(r'''
     }
    ]
   }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "hostclaims.metal3.io"
+  },
+  "spec": {
+   "group": "metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "HostClaim",
+    "listKind": "HostClaimList",
+    "plural": "hostclaims",
+    "singular": "hostclaim"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.state",
+       "name": "State",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.bareMetalHost.name",
+       "name": "Host",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.poweredOn",
+       "name": "PoweredOn",
+       "type": "boolean"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "consumerRef": {
+           "properties": {
+            "apiVersion": {
+             "type": "string"
+            },
+            "fieldPath": {
+             "type": "string"
+            },
+            "kind": {
+             "type": "string"
+            },
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "resourceVersion": {
+             "type": "string"
+            },
+            "uid": {
+             "type": "string"
+            }
+           },
+           "type": "object",
+           "x-kubernetes-map-type": "atomic"
+          },
+          "customDeploy": {
+           "properties": {
+            "method": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "method"
+           ],
+           "type": "object"
+          },
+          "failureDomain": {
+           "type": "string"
+          },
+          "hostSelector": {
+           "properties": {
+            "inNamespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            },
+            "matchExpressions": {
+             "items": {
+              "properties": {
+               "key": {
+                "type": "string"
+               },
+               "operator": {
+                "type": "string"
+               },
+               "values": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               }
+              },
+              "required": [
+               "key",
+               "operator",
+               "values"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "matchLabels": {
+             "additionalProperties": {
+              "type": "string"
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          },
+          "image": {
+           "properties": {
+            "checksum": {
+             "type": "string"
+            },
+            "checksumType": {
+             "enum": [
+              "md5",
+              "sha256",
+              "sha512",
+              "auto"
+             ],
+             "type": "string"
+            },
+            "format": {
+             "enum": [
+              "raw",
+              "qcow2",
+              "vdi",
+              "vmdk",
+              "live-iso"
+             ],
+             "type": "string"
+            },
+            "ociAuthSecretName": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "url": {
+             "type": "string"
+            }
+           },
+           "required": [
+            "url"
+           ],
+           "type": "object"
+          },
+          "metaData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object",
+           "x-kubernetes-map-type": "atomic"
+          },
+          "networkData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object",
+           "x-kubernetes-map-type": "atomic"
+          },
+          "poweredOn": {
+           "type": "boolean"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object",
+           "x-kubernetes-map-type": "atomic"
+          }
+         },
+         "required": [
+          "poweredOn"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "addresses": {
+           "items": {
+            "properties": {
+             "address": {
+              "type": "string"
+             },
+             "type": {
+              "enum": [
+               "Hostname",
+               "ExternalIP",
+               "InternalIP",
+               "ExternalDNS",
+               "InternalDNS"
+              ],
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "address"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "bareMetalHost": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "namespace",
+            "name"
+           ],
+           "type": "object"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "hardwareData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "namespace",
+            "name"
+           ],
+           "type": "object"
+          },
+          "lastUpdated": {
+           "format": "date-time",
+           "type": "string"
+          },
+          "poweredOn": {
+           "type": "boolean"
+          },
+          "state": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "hostdeploypolicies.metal3.io"
+  },
+  "spec": {
+   "group": "metal3.io",
+   "names": {
+    "kind": "HostDeployPolicy",
+    "listKind": "HostDeployPolicyList",
+    "plural": "hostdeploypolicies",
+    "singular": "hostdeploypolicy"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "hostClaimNamespaces": {
+           "properties": {
+            "hasLabels": {
+             "items": {
+              "properties": {
+               "name": {
+                "type": "string"
+               },
+               "value": {
+                "type": "string"
+               }
+              },
+              "required": [
+               "name"
+              ],
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "nameMatches": {
+             "type": "string"
+            },
+            "names": {
+             "items": {
+              "type": "string"
+             },
+             "type": "array"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        },
+        "status": {
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "hardwaredata.metal3.io"
+  },
+  "spec": {
+   "group": "metal3.io",
+   "names": {
+    "kind": "HardwareData",
+    "listKind": "HardwareDataList",
+    "plural": "hardwaredata",
+    "shortNames": [
+     "hd"
+    ],
+    "singular": "hardwaredata"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "hardware": {
+           "properties": {
+            "cpu": {
+             "properties": {
+              "arch": {
+               "type": "string"
+              },
+              "clockMegahertz": {
+               "format": "double",
+               "type": "number"
+              },
+              "count": {
+               "type": "integer"
+              },
+              "flags": {
+               "items": {
+                "type": "string"
+               },
+               "type": "array"
+              },
+              "model": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            },
+            "firmware": {
+             "properties": {
+              "bios": {
+               "properties": {
+                "date": {
+                 "type": "string"
+                },
+                "vendor": {
+                 "type": "string"
+                },
+                "version": {
+                 "type": "string"
+                }
+               },
+               "type": "object"
+              }
+             },
+             "type": "object"
+            },
+            "hostname": {
+             "type": "string"
+            },
+            "nics": {
+             "items": {
+              "properties": {
+               "ip": {
+                "type": "string"
+               },
+               "lldp": {
+                "properties": {
+                 "portID": {
+                  "type": "string"
+                 },
+                 "switchID": {
+                  "type": "string"
+                 },
+                 "switchSystemName": {
+                  "type": "string"
+                 }
+                },
+                "type": "object"
+               },
+               "mac": {
+                "pattern": "[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}",
+                "type": "string"
+               },
+               "model": {
+                "type": "string"
+               },
+               "name": {
+                "type": "string"
+               },
+               "pciAddress": {
+                "type": "string"
+               },
+               "pxe": {
+                "type": "boolean"
+               },
+               "speedGbps": {
+                "type": "integer"
+               },
+               "vlanId": {
+                "format": "int32",
+                "maximum": 4094,
+                "minimum": 0,
+                "type": "integer"
+               },
+               "vlans": {
+                "items": {
+                 "properties": {
+                  "id": {
+                   "format": "int32",
+                   "maximum": 4094,
+                   "minimum": 0,
+                   "type": "integer"
+                  },
+                  "name": {
+                   "type": "string"
+                  }
+                 },
+                 "type": "object"
+                },
+                "type": "array"
+               }
+              },
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "ramMebibytes": {
+             "type": "integer"
+            },
+            "storage": {
+             "items": {
+              "properties": {
+               "alternateNames": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               },
+               "hctl": {
+                "type": "string"
+               },
+               "model": {
+                "type": "string"
+               },
+               "name": {
+                "type": "string"
+               },
+               "rotational": {
+                "type": "boolean"
+               },
+               "serialNumber": {
+                "type": "string"
+               },
+               "sizeBytes": {
+                "format": "int64",
+                "type": "integer"
+               },
+               "type": {
+                "enum": [
+                 "HDD",
+                 "SSD",
+                 "NVME"
+                ],
+                "type": "string"
+               },
+               "vendor": {
+                "type": "string"
+               },
+               "wwn": {
+                "type": "string"
+               },
+               "wwnVendorExtension": {
+                "type": "string"
+               },
+               "wwnWithExtension": {
+                "type": "string"
+               }
+              },
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "systemVendor": {
+             "properties": {
+              "manufacturer": {
+               "type": "string"
+              },
+              "productName": {
+               "type": "string"
+              },
+              "serialNumber": {
+               "type": "string"
+              }
+             },
+             "type": "object"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true
+    }
+   ]
+  }
  }
 ]
 ''')

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import DNS_SUBDOMAIN
 
 # Operators, as apimachinery's selection.Operator names them.
 EXISTS = "exists"
@@ -80,26 +79,86 @@ class Selector:
         return ",".join(str(r) for r in self.requirements)
 
 
+# apimachinery's formats and messages (k8s.io/apimachinery/pkg/util/validation).
+_QUALIFIED_NAME_FORMAT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE_FORMAT = f"({_QUALIFIED_NAME_FORMAT})?"
+_DNS_LABEL_FORMAT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_FORMAT = rf"{_DNS_LABEL_FORMAT}(\.{_DNS_LABEL_FORMAT})*"
+_QUALIFIED_NAME_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                        "alphanumeric character")
+_LABEL_VALUE_RULE = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                     "and must start and end with an alphanumeric character")
+_DNS_SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                       "'.', and must start and end with an alphanumeric character")
+
+
+def _regex_error(rule: str, pattern: str, *examples: str) -> str:
+    """apimachinery's RegexError: the rule, examples, and the pattern."""
+    shown = " or ".join(f"'{example}', " for example in examples)
+    return f"{rule} (e.g. {shown}regex used for validation is '{pattern}')"
+
+
+_QUALIFIED_NAME_ERROR = _regex_error(_QUALIFIED_NAME_RULE, _QUALIFIED_NAME_FORMAT, "MyName", "my.name", "123-abc")
+_DNS_SUBDOMAIN_ERROR = _regex_error(_DNS_SUBDOMAIN_RULE, _DNS_SUBDOMAIN_FORMAT, "example.com")
+
+
+def _too_long(limit: int) -> str:
+    return f"must be no more than {limit} characters"
+
+
+def _matches(pattern: str, value: str) -> bool:
+    return re.fullmatch(pattern, value) is not None  # Go's ^...$: the whole text, a final newline included
+
+
+def qualified_name_problems(value: str) -> list[str]:
+    """What apimachinery's IsQualifiedName says of ``value`` (a label key): [] when it is one."""
+    problems: list[str] = []
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [f"a qualified name {_QUALIFIED_NAME_ERROR} with an optional DNS subdomain prefix and '/' (e.g. "
+                "'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        else:
+            if len(prefix.encode()) > 253:
+                problems.append(f"prefix part {_too_long(253)}")
+            if not _matches(_DNS_SUBDOMAIN_FORMAT, prefix):
+                problems.append(f"prefix part {_DNS_SUBDOMAIN_ERROR}")
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name.encode()) > 63:
+        problems.append(f"name part {_too_long(63)}")
+    if not _matches(_QUALIFIED_NAME_FORMAT, name):
+        problems.append(f"name part {_QUALIFIED_NAME_ERROR}")
+    return problems
+
+
+def label_value_problems(value: str) -> list[str]:
+    """What apimachinery's IsValidLabelValue says of ``value``: [] when it is a label value (empty is one)."""
+    problems: list[str] = []
+    if len(value.encode()) > 63:
+        problems.append(_too_long(63))
+    if not _matches(_LABEL_VALUE_FORMAT, value):
+        problems.append(_regex_error(_LABEL_VALUE_RULE, _LABEL_VALUE_FORMAT, "MyValue", "my_value", "12345"))
+    return problems
+
+
 def validate_label_key(key: str) -> None:
     """Raise BadRequest unless ``key`` is a qualified name, as Kubernetes requires of label keys."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
-        raise BadRequest(f"invalid label key {key!r}: prefix part must be a DNS subdomain (RFC 1123)")
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
-        raise BadRequest(
-            f"invalid label key {key!r}: name part must be 63 characters or less, begin and end with "
-            "an alphanumeric character and contain only alphanumerics, '-', '_' or '.'"
-        )
+    problems = qualified_name_problems(key)
+    if problems:
+        raise BadRequest(f"invalid label key {key!r}: {'; '.join(problems)}")
 
 
 def validate_label_value(value: str, key: str = "") -> None:
     """Raise BadRequest unless ``value`` is a valid label value (empty is valid)."""
-    if value and (len(value) > 63 or not _NAME_RE.match(value)):
+    problems = label_value_problems(value)
+    if problems:
         where = f" for key {key!r}" if key else ""
-        raise BadRequest(
-            f"invalid label value {value!r}{where}: must be 63 characters or less, empty or begin and end "
-            "with an alphanumeric character and contain only alphanumerics, '-', '_' or '.'"
-        )
+        raise BadRequest(f"invalid label value {value!r}{where}: {'; '.join(problems)}")
 
 
 def validate_labels(labels: Mapping[str, str]) -> None:

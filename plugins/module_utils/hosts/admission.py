@@ -168,7 +168,7 @@ def validate_host(host: Object) -> Iterator[Problem]:
         if problem:
             yield "spec.rootDeviceHints.deviceName", problem
     if spec.get("image") is not None:
-        yield from _image_problems(spec["image"])
+        yield from image_problems(spec["image"])
     yield from _annotation_problems(host)
     yield from _inspection_problems(host, access)
     if spec.get("disablePowerOff") and not spec.get("online"):
@@ -289,7 +289,8 @@ def _name_problems(name: str) -> Iterator[Problem]:
         yield "metadata.name", "BareMetalHost resource name cannot be a UUID"
 
 
-def _image_problems(image: dict[str, Any]) -> Iterator[Problem]:
+def image_problems(image: dict[str, Any]) -> Iterator[Problem]:
+    """Upstream's validateImage (a host's and a HostClaim's spec.image): the URL, and its checksum."""
     url = str(image.get("url") or "")
     problem = _request_uri_problem(url)
     if problem:
@@ -320,8 +321,8 @@ def _annotation_problems(host: Object) -> Iterator[Problem]:
         problem = None
         if key == STATUS_ANNOTATION:
             problem = _status_annotation_problem(value)
-        elif key == REBOOT_ANNOTATION or key.startswith(REBOOT_ANNOTATION + "/"):
-            problem = _reboot_annotation_problem(value)
+        elif is_reboot_annotation(key):
+            problem = reboot_annotation_problem(value)
         elif key == INSPECT_ANNOTATION:
             if value not in ("disabled", ""):
                 problem = f'invalid value for the {INSPECT_ANNOTATION} annotation, allowed are "disabled" or ""'
@@ -350,7 +351,13 @@ def _status_annotation_problem(value: str) -> str | None:
     return None
 
 
-def _reboot_annotation_problem(value: str) -> str | None:
+def is_reboot_annotation(key: str) -> bool:
+    """Whether ``key`` is reboot.metal3.io or reboot.metal3.io/<anything> (one reboot request each)."""
+    return key == REBOOT_ANNOTATION or key.startswith(REBOOT_ANNOTATION + "/")
+
+
+def reboot_annotation_problem(value: str) -> str | None:
+    """What upstream's validateRebootAnnotation says of a reboot annotation's value (a host's, a HostClaim's)."""
     if not value:
         return None
     try:
