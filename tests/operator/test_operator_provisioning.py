@@ -2,10 +2,8 @@
 Metal3Machine flow from Cluster API Machines (the test-only minimal CRDs) to a ready machine."""
 from __future__ import annotations
 
-import copy
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +12,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import MachineSet, ensure_machines
-from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
-from tests.harness.operator_process import REPO
+from tests.harness.demo import demo_objects, mac
 from tests.operator.conftest import condition, eventually
 
 pytestmark = pytest.mark.kubernetes
 
 BMH = ("metal3.io", "v1alpha1", "baremetalhosts")
 INFRA = ("infrastructure.cluster.x-k8s.io", "v1beta1")
-DEMO = REPO / "playbooks" / "files" / "demo"
-
-
-def mac() -> str:
-    return "52:54:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
 
 
 def host_state(custom: client.CustomObjectsApi, ns: str, name: str) -> str | None:
@@ -90,27 +82,6 @@ def test_a_host_is_provisioned_then_deleted_deprovisioned_and_its_node_gone(oper
     # Its runs' directory went with it.
     runs = operator.workdir / "runner" / "metal3.io" / "v1alpha1" / "BareMetalHost" / kube_namespace / "host-0"
     eventually(lambda: not runs.exists(), "host-0's run directory removed")
-
-
-def demo_objects(ns: str, hosts: int) -> list[dict[str, Any]]:
-    """The demo's cluster and its first ``hosts`` hosts, with MAC addresses of their own (Ironic is shared)."""
-    objects = []
-    for manifest in ("hosts.yaml", "cluster.yaml"):
-        for obj in load_definitions(src=str(DEMO / manifest)):
-            obj = copy.deepcopy(obj)
-            obj["metadata"]["namespace"] = ns
-            if obj["kind"] == "BareMetalHost":
-                if hosts == 0:
-                    continue
-                hosts -= 1
-                annotations = obj["metadata"]["annotations"]
-                details = json.loads(annotations["inspect.metal3.io/hardwaredetails"])
-                for nic in details["nics"]:
-                    nic["mac"] = mac()
-                annotations["inspect.metal3.io/hardwaredetails"] = json.dumps(details)
-                obj["spec"]["bootMACAddress"] = details["nics"][0]["mac"]
-            objects.append(obj)
-    return objects
 
 
 def test_a_machine_of_the_metal3machine_flow_becomes_ready_with_a_provider_id(operators, custom, kube_cluster,

@@ -46,16 +46,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
-    AVAILABLE,
-    PROVISIONED,
-    READY,
-)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import PROVISIONED
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     FAILURE_DOMAIN_LABEL,
     NODE_REUSE_LABEL,
+    RELEASED_STATES,
     Consumer,
     associate,
+    online_after_release,
     update_claimed_host,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
@@ -69,8 +67,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
 READY_REASON = "Ready"  # Cluster API's ReadyReason, as upstream's v1beta2 Ready condition gives it
 WAIT = 1.0
 NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
-# A released host is back when it is in one of these (upstream's non-provisioned states).
-RELEASED_STATES = ("", "unmanaged", "registering", "inspecting", "preparing", AVAILABLE, READY)
 
 
 @dataclass
@@ -100,14 +96,6 @@ def host_image(image: dict[str, Any]) -> dict[str, Any]:
     if image.get("diskFormat"):
         host["format"] = image["diskFormat"]
     return host
-
-
-def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) -> bool:
-    """Whether a released host stays powered on, as upstream's fast-track matrix: disablePowerOff wins; with
-    fast track (CAPM3_FAST_TRACK) a host that will be cleaned stays on; otherwise it is powered off."""
-    if host_spec.get("disablePowerOff"):
-        return True
-    return fast_track and host_spec.get("automatedCleaningMode", "metadata") != "disabled"
 
 
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
@@ -216,7 +204,7 @@ class _Flow:
                 return host, self.step("associated")
             return None, self.step("pending", None, f"host {self.host_name} is gone or held by another consumer")
         labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
-        selection = associate(self.store, self.ref.namespace, self.consumer, self.m3m["spec"].get("hostSelector"),
+        selection = associate(self.store, [self.ref.namespace], self.consumer, self.m3m["spec"].get("hostSelector"),
                               self._failure_domain(), self.strict, self._reuse_name(), labels, self.dry_run)
         if selection.host is None:
             return None, self.step("pending", NO_HOST_WAIT, f"no host: {selection.reason}")

@@ -38,6 +38,8 @@ FAILURE_DOMAIN_LABEL = "infrastructure.cluster.x-k8s.io/failure-domain"
 NODE_REUSE_LABEL = "infrastructure.cluster.x-k8s.io/node-reuse"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 UNHEALTHY_ANNOTATIONS = ("capm3.metal3.io/unhealthy", "capi.metal3.io/unhealthy")
+# A released host is back when it is in one of these (upstream's non-provisioned states).
+RELEASED_STATES = ("", "unmanaged", "registering", "inspecting", "preparing", AVAILABLE, READY)
 # Each step lists again and picks at random among the hosts still free, so racing claimers spread out.
 CLAIM_BACKOFF = Backoff(steps=10)
 
@@ -79,7 +81,9 @@ class Selection:
 def host_selector(selector: dict[str, Any] | None) -> str:
     """spec.hostSelector as a label selector; operators in any case, as upstream lowercases them."""
     selector = selector or {}
-    spelled = {"in": "In", "notin": "NotIn", "exists": "Exists", "doesnotexist": "DoesNotExist"}
+    # Kubernetes' spellings, and the ones of Go's selection.Operator that upstream's HostClaim webhook accepts.
+    spelled = {"in": "In", "notin": "NotIn", "exists": "Exists", "doesnotexist": "DoesNotExist", "=": "In",
+               "==": "In", "!=": "NotIn", "!": "DoesNotExist"}
     expressions = [{**e, "operator": spelled.get(str(e.get("operator", "")).lower(), e.get("operator"))}
                    for e in selector.get("matchExpressions") or []]
     return str(selector_from_match(selector.get("matchLabels"), expressions))
@@ -136,11 +140,20 @@ def choose_host(hosts: list[Object], consumer: Consumer, failure_domain: str | N
     return Selection(pick(free), "chosen")
 
 
-def associate(store: Store, namespace: str, consumer: Consumer, selector: dict[str, Any] | None = None,
+def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) -> bool:
+    """Whether a released host stays powered on, as upstream's fast-track matrix: disablePowerOff wins; with
+    fast track (CAPM3_FAST_TRACK) a host that will be cleaned stays on; otherwise it is powered off."""
+    if host_spec.get("disablePowerOff"):
+        return True
+    return fast_track and host_spec.get("automatedCleaningMode", "metadata") != "disabled"
+
+
+def associate(store: Store, namespaces: list[str], consumer: Consumer, selector: dict[str, Any] | None = None,
               failure_domain: str | None = None, strict_failure_domain: bool = False,
               reuse_name: str | None = None, labels: dict[str, str] | None = None,
               dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
-    """Choose a host and claim it for ``consumer`` (consumerRef, ``labels``, the node-reuse label removed).
+    """Choose a host among those of ``namespaces`` and claim it for ``consumer`` (consumerRef, ``labels``, the
+    node-reuse label removed).
 
     Idempotent: a consumer that holds a host gets it back. Losing a race (Conflict) means listing again,
     after a jittered pause.
@@ -148,7 +161,7 @@ def associate(store: Store, namespace: str, consumer: Consumer, selector: dict[s
     label_selector = host_selector(selector)
 
     def attempt() -> Selection:
-        hosts = store.list(API, KIND, namespace, label_selector or None)
+        hosts = [h for namespace in namespaces for h in store.list(API, KIND, namespace, label_selector or None)]
         selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick)
         if selection.host is None or consumer.holds(selection.host):
             return selection

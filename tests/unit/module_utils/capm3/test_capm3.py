@@ -7,13 +7,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3 import data
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API, PAUSED_ANNOTATION
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
-from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import (
-    online_after_release,
-    reconcile_metal3machine,
-)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import online_after_release
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 NS = "ns"

@@ -89,7 +89,7 @@ def test_a_claim_loses_to_a_concurrent_claimer_and_takes_another_host(store):
     for name in ("a", "b"):
         put(store, bmh(name))
     stale = store.list("metal3.io/v1alpha1", "BareMetalHost", "ns")
-    taken = c.associate(store, "ns", ME, pick=first)  # takes a
+    taken = c.associate(store, ["ns"], ME, pick=first)  # takes a
     assert taken.host["spec"]["consumerRef"]["name"] == "m3m-0"
     rival = c.Consumer(ME.api_version, ME.kind, "m3m-1", "ns")
     calls = iter([stale, None])
@@ -99,13 +99,13 @@ def test_a_claim_loses_to_a_concurrent_claimer_and_takes_another_host(store):
         return listed if listed is not None else LocalStore.list(store, api_version, kind, namespace, label_selector)
 
     store.list = list_stale_once  # the rival listed before the first claim landed: it still sees a free
-    second = c.associate(store, "ns", rival, pick=first)
+    second = c.associate(store, ["ns"], rival, pick=first)
     assert second.host["metadata"]["name"] == "b"  # a's update conflicted; it listed again
 
 
 def test_updates_to_a_host_that_is_no_longer_ours_are_refused(store):
     put(store, bmh("a"))
-    assert c.associate(store, "ns", ME).host
+    assert c.associate(store, ["ns"], ME).host
     ref = c.Ref("metal3.io/v1alpha1", "BareMetalHost", "a", "ns")
     store.patch(ref, {"spec": {"consumerRef": OTHER}})
     with pytest.raises(c.NotHeld, match="not held by Metal3Machine ns/m3m-0"):
@@ -116,3 +116,17 @@ def test_host_selector_operators_in_any_case():
     selector = {"matchLabels": {"rack": "r1"}, "matchExpressions": [{"key": "gpu", "operator": "in",
                                                                      "values": ["a100"]}]}
     assert c.host_selector(selector) == "rack=r1,gpu in (a100)"
+
+
+# operator as written (Kubernetes' spellings in any case, Go's selection.Operator) -> the selector
+OPERATORS = [
+    ("In", ["a"], "k in (a)"), ("in", ["a"], "k in (a)"), ("NotIn", ["a"], "k notin (a)"),
+    ("notin", ["a"], "k notin (a)"), ("Exists", [], "k"), ("exists", [], "k"), ("DoesNotExist", [], "!k"),
+    ("=", ["a"], "k in (a)"), ("==", ["a"], "k in (a)"), ("!=", ["a"], "k notin (a)"), ("!", [], "!k"),
+]
+
+
+@pytest.mark.parametrize(("operator", "values", "selector"), OPERATORS)
+def test_host_selector_reads_every_operator_the_webhooks_accept(operator, values, selector):
+    expression = {"key": "k", "operator": operator, "values": values}
+    assert c.host_selector({"matchExpressions": [expression]}) == selector

@@ -1,0 +1,587 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""HostClaim: a workload on a BareMetalHost its tenant never sees, as baremetal-operator's HostClaim, completed.
+
+Normal: finalizer → the claim's secrets checked (its own namespace only) → a host bound: one whose consumerRef
+already names the claim, else a free one chosen among the namespaces whose HostDeployPolicies admit the claim's
+namespace (hostSelector, failureDomain preferred), claimed by the resourceVersion-checked update every claimer
+uses (hosts/claim.py) → the claim's secrets copied into the host's namespace (a host reads Secrets of its own
+namespace only; the copies are the host's, named after it) → the host's spec: image, customDeploy, user data,
+meta data, network data, ``online`` from ``poweredOn``, a ``reboot.metal3.io`` request → a HardwareData in the
+claim's namespace with the host's hardware → the claim's status: the host, its state, power and addresses.
+Delete: the host's spec cleared and powered off, the host deprovisioned (cleaned as the host's
+automatedCleaningMode says: the infrastructure's decision, which no tenant can turn off), the copies deleted,
+the host freed for the next claim of any tenant, the HardwareData deleted, the finalizer removed.
+
+Upstream binds and unbinds only (its release is a TODO); what it names (kinds, fields, finalizer, conditions and
+their reasons) is kept. Its status has no state or addresses: ``status.state`` and ``status.addresses`` are this
+collection's additions.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound, NotHeld
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    Object,
+    Ref,
+    controlled_by,
+    now,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    API,
+    AVAILABLE,
+    PROVISIONED,
+    READY,
+    REBOOT_ANNOTATION,
+    STABLE_STATES,
+    reconcile_hosts,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    KIND as HOST_KIND,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
+    RELEASED_STATES,
+    Consumer,
+    associate,
+    host_selector,
+    online_after_release,
+    update_claimed_host,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
+    ensure_finalizer,
+    remove_finalizer,
+    set_condition,
+)
+
+KIND = "HostClaim"
+POLICY_KIND = "HostDeployPolicy"
+HARDWARE_KIND = "HardwareData"
+FINALIZER = "metal3.io/hostclaim"
+# On a copy of a claim's Secret in the host's namespace: the claim (<namespace>/<name>) it was copied for.
+COPY_ANNOTATION = "metal3.baremetal/hostclaim"
+# The claim's data fields, and the suffix of their copies' names (<host>-<suffix>).
+DATA_FIELDS = {"userData": "claim-user-data", "metaData": "claim-meta-data", "networkData": "claim-network-data"}
+HOST_FIELDS = ("image", "customDeploy", "userData", "metaData", "networkData")
+
+# Upstream's conditions and reasons (apis/metal3.io/v1alpha1/hostclaim_types.go), and the BareMetalHost's
+# Provisioned and Ready condition types, which its HostClaim controller summarises.
+ASSOCIATED, SYNCHRONIZED, PROVISIONED_CONDITION, READY_CONDITION = "Associated", "Synchronized", "Provisioned", \
+    "Ready"
+HOST_ASSOCIATED = "BareMetalHostAssociated"
+MISSING_HOST = "MissingBareMetalHost"
+NO_HOST = "NoBareMetalHost"
+CLAIM_DELETING = "HostClaimDeleting"
+CONFIGURATION_SYNCED = "ConfigurationSynced"
+SECRET_SYNC_FAILURE = {"userData": "UserDataSecretSyncFailure", "metaData": "MetaDataSecretSyncFailure",
+                       "networkData": "NetworkDataSecretSyncFailure"}
+HOST_NOT_SYNCHRONIZED = "BareMetalHostNotSynchronized"
+
+NO_HOST_WAIT = 10.0  # a pending claim looks again (upstream: 30 s)
+WAIT = 2.0  # while its host changes state
+
+
+@dataclass
+class ClaimResult(Result):
+    """What one reconcile of a HostClaim came to: its phase (pending, bound, provisioned, deleting, deleted), the
+    host it holds (``<namespace>/<name>``), that host's state, and ``error`` for a claim that cannot go on until
+    its spec (or a policy) changes."""
+
+    phase: str = ""
+    host: str = ""
+    state: str = ""
+    error: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        metadata = (self.obj or {}).get("metadata") or {}
+        status = (self.obj or {}).get("status") or {}
+        return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
+                "host": self.host, "state": self.state, "powered_on": status.get("poweredOn", False),
+                "addresses": status.get("addresses", []), "hardware_data": status.get("hardwareData"),
+                "requeue_after": self.requeue_after, "error": self.error, "message": self.message}
+
+
+# -- policies ----------------------------------------------------------------------------------------------
+
+def policy_refusal(policy: Object, namespace: str, labels: dict[str, str]) -> str:
+    """Why ``policy`` does not admit claims of ``namespace`` (whose labels are ``labels``); '' when it does.
+
+    As upstream: every constraint given must hold (names, nameMatches - a regular expression searched in the
+    name, so 'prod' matches 'reproduce' - and each of hasLabels); a policy without hostClaimNamespaces admits
+    nobody. A malformed pattern raises ValueError (admission refuses it on writes through the engine; a policy
+    written past it is reported, not applied).
+    """
+    constraints = (policy.get("spec") or {}).get("hostClaimNamespaces")
+    if constraints is None:
+        return "has no spec.hostClaimNamespaces"
+    names = constraints.get("names")
+    if names is not None and namespace not in names:
+        return f"does not list {namespace} in spec.hostClaimNamespaces.names"
+    pattern = constraints.get("nameMatches") or ""
+    if pattern:
+        try:
+            matched = re.search(pattern, namespace)
+        except re.error as e:
+            raise ValueError(f"spec.hostClaimNamespaces.nameMatches {pattern!r} is not a regular expression: "
+                             f"{e}") from None
+        if not matched:
+            return f"spec.hostClaimNamespaces.nameMatches {pattern!r} does not match {namespace}"
+    for pair in constraints.get("hasLabels") or []:
+        name, value = pair.get("name"), pair.get("value") or ""
+        if name not in labels:
+            return f"namespace {namespace} has no label {name}"
+        if value and labels[name] != value:
+            return f"namespace {namespace}'s label {name} is not {value}"
+    return ""
+
+
+def admitting_namespaces(store: Store, claim: Object) -> tuple[list[str], list[str]]:
+    """The namespaces whose HostDeployPolicies admit ``claim`` (only ``hostSelector.inNamespace`` when set), and
+    the problems of the policies that could not be read (a malformed pattern)."""
+    namespace = claim["metadata"]["namespace"]
+    selector = (claim.get("spec") or {}).get("hostSelector") or {}
+    in_namespace = selector.get("inNamespace") or None
+    # Namespaces are cluster-scoped: the Ref's namespace is not used (the local store files them under its default).
+    namespace_obj = store.get_if_exists(Ref("v1", "Namespace", namespace))
+    labels = ((namespace_obj or {}).get("metadata") or {}).get("labels") or {}
+    admitted: list[str] = []
+    problems: list[str] = []
+    for policy in store.list(API, POLICY_KIND, in_namespace):
+        where = policy["metadata"]["namespace"]
+        if where in admitted:
+            continue
+        try:
+            if not policy_refusal(policy, namespace, labels):
+                admitted.append(where)
+        except ValueError as e:
+            problems.append(f"HostDeployPolicy {where}/{policy['metadata']['name']}: {e}")
+    return sorted(admitted), problems
+
+
+# -- the claim's data ------------------------------------------------------------------------------------------
+
+def copy_name(host_name: str, field: str) -> str:
+    """The name of the copy of a claim's ``field`` Secret beside the host: ``<host>-claim-user-data``, the host's
+    name shortened with a digest of it when the whole would pass 253 characters."""
+    suffix = DATA_FIELDS[field]
+    if len(host_name) + 1 + len(suffix) <= 253:
+        return f"{host_name}-{suffix}"
+    digest = hashlib.sha256(host_name.encode()).hexdigest()[:10]
+    return f"{host_name[:253 - len(suffix) - 12].rstrip('-.')}-{digest}-{suffix}"
+
+
+def _data_refusal(claim: Object, field: str) -> str:
+    """Why the claim's ``field`` Secret cannot be used ('' when it can, or none is given)."""
+    ref = (claim.get("spec") or {}).get(field)
+    if not ref:
+        return ""
+    namespace = claim["metadata"]["namespace"]
+    if not ref.get("name"):
+        return f"spec.{field}.name is required"
+    if ref.get("namespace") and ref["namespace"] != namespace:
+        return (f"spec.{field}.namespace: {ref['namespace']} is not the claim's namespace; a HostClaim reads Secrets "
+                "of its own namespace only")
+    return ""
+
+
+# -- the reconcile ---------------------------------------------------------------------------------------------
+
+def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False) -> ClaimResult:
+    """One step of the HostClaim named by ``ref``."""
+    try:
+        claim = store.get(ref)
+    except NotFound:
+        return ClaimResult(None, message="gone", phase="deleted")
+    flow = _Flow(store, claim, dry_run)
+    if claim["metadata"].get("deletionTimestamp"):
+        return flow.delete()
+    return flow.normal()
+
+
+class _Flow:
+    def __init__(self, store: Store, claim: Object, dry_run: bool):
+        self.store, self.claim, self.dry_run = store, claim, dry_run
+        self.ref = Ref.of(claim)
+        self.consumer = Consumer.of(claim)
+        self.spec: dict[str, Any] = claim.get("spec") or {}
+        self.changed = False
+
+    @property
+    def claim_id(self) -> str:
+        return f"{self.ref.namespace}/{self.ref.name}"
+
+    def _host_ref(self) -> Ref | None:
+        bound = (self.claim.get("status") or {}).get("bareMetalHost") or {}
+        return Ref(API, HOST_KIND, bound["name"], bound["namespace"]) if bound.get("name") else None
+
+    def result(self, phase: str, requeue: float | None, message: str, host: Object | None = None,
+               error: str = "") -> ClaimResult:
+        name = f"{host['metadata']['namespace']}/{host['metadata']['name']}" if host else ""
+        state = ((host or {}).get("status") or {}).get("provisioning", {}).get("state", "") if host else ""
+        return ClaimResult(self.claim, self.changed, requeue, message, phase=phase, host=name, state=state,
+                           error=error)
+
+    # -- normal ----------------------------------------------------------------------------------------------
+    def normal(self) -> ClaimResult:
+        if FINALIZER not in (self.claim["metadata"].get("finalizers") or []):
+            self.claim = ensure_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
+            self.changed = True
+        refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
+        host, waiting = self._bound_host()
+        if host is None and not refusals:
+            host, waiting = self._bind()
+        if host is None:
+            return self._pending(waiting, refusals)
+        copies, refusals = self._copy_data(host, refusals)
+        if refusals:
+            self._write_status(host, refusals=refusals)
+            field, why = next(iter(refusals.items()))
+            return self.result("bound", None, why, host, error=why)
+        host = self._set_host_spec(host, copies)
+        hardware_data, problem = self._hardware_data(host)
+        self._write_status(host, hardware_data=hardware_data)
+        self._forget_reboot_request()
+        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        deploying = bool(self.spec.get("image") or self.spec.get("customDeploy"))
+        settled = state in STABLE_STATES and (state == PROVISIONED or not deploying) and self._power_settled(host)
+        phase = "provisioned" if state == PROVISIONED else "bound"
+        message = problem or f"host {host['metadata']['namespace']}/{host['metadata']['name']} is {state or 'new'}"
+        return self.result(phase, None if settled else WAIT, message, host)
+
+    def _bound_host(self) -> tuple[Object | None, str]:
+        """The host the claim's status names, if it still holds it; else '' or why it lost it."""
+        ref = self._host_ref()
+        if ref is None:
+            return None, ""
+        host = self._bound_host_of(self.claim)
+        if host is not None:
+            return host, ""
+        return None, f"host {ref.namespace}/{ref.name} is gone or no longer held by this claim"
+
+    def _bound_host_of(self, claim: Object) -> Object | None:
+        bound = (claim.get("status") or {}).get("bareMetalHost") or {}
+        if not bound.get("name"):
+            return None
+        host = self.store.get_if_exists(Ref(API, HOST_KIND, bound["name"], bound["namespace"]))
+        return host if host is not None and self.consumer.holds(host) else None
+
+    def _bind(self) -> tuple[Object | None, str]:
+        """A host for the claim: the one whose consumerRef already names it (a status write lost), else a free
+        one of a namespace that admits it."""
+        namespaces, problems = admitting_namespaces(self.store, self.claim)
+        if not namespaces:
+            where = (self.spec.get("hostSelector") or {}).get("inNamespace")
+            why = f"no HostDeployPolicy{' in ' + where if where else ''} admits namespace {self.ref.namespace}"
+            return None, "; ".join([why, *problems])
+        selection = associate(self.store, namespaces, self.consumer, self.spec.get("hostSelector"),
+                              self.spec.get("failureDomain") or None, dry_run=self.dry_run)
+        if selection.host is None:
+            selector = host_selector(self.spec.get("hostSelector"))
+            return None, (f"no available host matches{' ' + selector if selector else ''} in "
+                          f"{', '.join(namespaces)}: {selection.reason}")
+        host = selection.host
+        self.changed = True
+        return self._record_binding(host), ""
+
+    def _record_binding(self, host: Object) -> Object:
+        """Write the bound host into the claim's status, onto the claim as this reconcile read it: a reconcile of
+        the same claim running meanwhile (a bastion's and the operator's) may have bound another host, and then
+        that one stays and this one is freed."""
+        bound = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
+        known = [self.claim]
+
+        def write() -> Object:
+            claim = known.pop() if known else self.store.get(self.ref)
+            other = self._bound_host_of(claim)
+            if other is not None and Ref.of(other) != Ref.of(host):
+                self.claim = claim
+                with contextlib.suppress(NotHeld, NotFound):
+                    update_claimed_host(self.store, Ref.of(host), self.consumer,
+                                        lambda target: target["spec"].pop("consumerRef", None), self.dry_run)
+                return other
+            status = {**(claim.get("status") or {}), "bareMetalHost": bound, "lastUpdated": now()}
+            self.claim = self.store.update_status({**claim, "status": status}, dry_run=self.dry_run)
+            return host
+
+        return retry_on_conflict(write)
+
+    def _pending(self, waiting: str, refusals: dict[str, str]) -> ClaimResult:
+        def change(status: dict[str, Any]) -> None:
+            status.pop("bareMetalHost", None)
+            status.pop("state", None)
+            status.pop("addresses", None)
+            status["poweredOn"] = False
+            reason = MISSING_HOST if waiting.startswith("host ") else NO_HOST
+            status["conditions"] = set_condition(status.get("conditions"), ASSOCIATED, False, reason,
+                                                 waiting or "waiting for the claim's data")
+            self._data_conditions(status, refusals)
+            status["conditions"] = set_condition(status["conditions"], READY_CONDITION, False, NO_HOST,
+                                                 waiting or next(iter(refusals.values()), ""))
+
+        self._update_status(change)
+        if refusals:
+            why = next(iter(refusals.values()))
+            return self.result("pending", None, why, error=why)
+        return self.result("pending", NO_HOST_WAIT, waiting)
+
+    def _data_conditions(self, status: dict[str, Any], refusals: dict[str, str]) -> None:
+        if refusals:
+            field, why = next(iter(refusals.items()))
+            status["conditions"] = set_condition(status.get("conditions"), SYNCHRONIZED, False,
+                                                 SECRET_SYNC_FAILURE.get(field, HOST_NOT_SYNCHRONIZED), why)
+        else:
+            status["conditions"] = set_condition(status.get("conditions"), SYNCHRONIZED, True, CONFIGURATION_SYNCED)
+
+    def _copy_data(self, host: Object, refusals: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Copy each of the claim's data Secrets beside the host (made or brought up to date); the copies'
+        names by field, and why a field could not be copied."""
+        copies: dict[str, str] = {}
+        refusals = dict(refusals)
+        host_namespace, host_name = host["metadata"]["namespace"], host["metadata"]["name"]
+        for field in DATA_FIELDS:
+            ref = self.spec.get(field)
+            if not ref or field in refusals:
+                continue
+            name = copy_name(host_name, field)
+            source = self.store.get_if_exists(Ref("v1", "Secret", ref["name"], self.ref.namespace))
+            if source is None:
+                if ((host.get("spec") or {}).get(field) or {}).get("name") == name:
+                    copies[field] = name  # copied when the host took it: what was deployed stays as it was
+                else:
+                    refusals[field] = f"spec.{field}: Secret {self.ref.namespace}/{ref['name']} not found"
+                continue
+            wanted = {"apiVersion": "v1", "kind": "Secret", "type": source.get("type", "Opaque"),
+                      "metadata": {"name": name, "namespace": host_namespace,
+                                   "annotations": {COPY_ANNOTATION: self.claim_id},
+                                   "ownerReferences": [{"apiVersion": API, "kind": HOST_KIND, "name": host_name,
+                                                        "uid": host["metadata"]["uid"], "controller": True}]},
+                      "data": dict(source.get("data") or {})}
+            existing = self.store.get_if_exists(Ref("v1", "Secret", name, host_namespace))
+            if existing is None:
+                self.store.create(wanted, dry_run=self.dry_run)
+                self.changed = True
+            elif not controlled_by(existing, host):
+                refusals[field] = (f"Secret {host_namespace}/{name} exists and was not made for a claim of host "
+                                   f"{host_name}; it is left alone")
+                continue
+            elif (existing.get("data") or {}) != wanted["data"] or \
+                    (existing["metadata"].get("annotations") or {}).get(COPY_ANNOTATION) != self.claim_id:
+                updated = copy.deepcopy(existing)
+                updated["data"] = wanted["data"]
+                updated["metadata"]["annotations"] = {**(existing["metadata"].get("annotations") or {}),
+                                                      COPY_ANNOTATION: self.claim_id}
+                self.store.update(updated, dry_run=self.dry_run)
+                self.changed = True
+            copies[field] = name
+        return copies, refusals
+
+    def _set_host_spec(self, host: Object, copies: dict[str, str]) -> Object:
+        spec = self.spec
+        annotations = self.claim["metadata"].get("annotations") or {}
+
+        def change(target: Object) -> None:
+            host_spec = target["spec"]
+            if not host_spec.get("image") and not host_spec.get("customDeploy"):  # never an in-place upgrade
+                if spec.get("image"):
+                    host_spec["image"] = copy.deepcopy(spec["image"])
+                if spec.get("customDeploy"):
+                    host_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
+            for field in DATA_FIELDS:
+                if field in copies:
+                    host_spec[field] = {"name": copies[field], "namespace": target["metadata"]["namespace"]}
+            host_spec["online"] = bool(spec.get("poweredOn"))
+            if REBOOT_ANNOTATION in annotations:
+                target["metadata"]["annotations"] = {**(target["metadata"].get("annotations") or {}),
+                                                     REBOOT_ANNOTATION: annotations[REBOOT_ANNOTATION]}
+
+        written = update_claimed_host(self.store, Ref.of(host), self.consumer, change, self.dry_run)
+        self.changed = self.changed or written != host
+        return written
+
+    def _forget_reboot_request(self) -> None:
+        """A reboot asked on the claim is the host's once written there: the claim forgets it (the host's own
+        reconcile removes it from the host once done), so that one request is one reboot."""
+        if REBOOT_ANNOTATION not in (self.claim["metadata"].get("annotations") or {}):
+            return
+        self.claim = self.store.patch(self.ref, {"metadata": {"annotations": {REBOOT_ANNOTATION: None}}},
+                                      dry_run=self.dry_run)
+        self.changed = True
+
+    def _hardware_data(self, host: Object) -> tuple[dict[str, str] | None, str]:
+        """The HardwareData named after the claim in its namespace, with the host's hardware (once inspected);
+        its reference, and a problem when a HardwareData of that name is not the claim's."""
+        hardware = copy.deepcopy((host.get("status") or {}).get("hardware"))
+        if not hardware:
+            return None, ""
+        for nic in hardware.get("nics") or []:  # HardwareData's schema wants a MAC, where there is one, to be one
+            if not nic.get("mac"):
+                nic.pop("mac", None)
+        ref = Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace)
+        existing = self.store.get_if_exists(ref)
+        if existing is not None and not controlled_by(existing, self.claim):
+            return None, f"HardwareData {self.claim_id} exists and was not made by this claim; it is left alone"
+        if existing is None:
+            self.store.create({"apiVersion": API, "kind": HARDWARE_KIND,
+                               "metadata": {"name": self.ref.name, "namespace": self.ref.namespace,
+                                            "ownerReferences": [{"apiVersion": API, "kind": KIND,
+                                                                 "name": self.ref.name,
+                                                                 "uid": self.claim["metadata"]["uid"],
+                                                                 "controller": True}]},
+                               "spec": {"hardware": hardware}}, dry_run=self.dry_run)
+            self.changed = True
+        elif existing.get("spec", {}).get("hardware") != hardware:
+            self.store.update({**existing, "spec": {"hardware": hardware}}, dry_run=self.dry_run)
+            self.changed = True
+        return {"namespace": self.ref.namespace, "name": self.ref.name}, ""
+
+    def _power_settled(self, host: Object) -> bool:
+        return bool((host.get("status") or {}).get("poweredOn")) == bool(self.spec.get("poweredOn"))
+
+    def _write_status(self, host: Object, hardware_data: dict[str, str] | None = None,
+                      refusals: dict[str, str] | None = None) -> None:
+        host_status = host.get("status") or {}
+        state = (host_status.get("provisioning") or {}).get("state", "")
+        deploying = bool(self.spec.get("image") or self.spec.get("customDeploy"))
+
+        def change(status: dict[str, Any]) -> None:
+            status["bareMetalHost"] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
+            if hardware_data:
+                status["hardwareData"] = hardware_data
+            status["poweredOn"] = bool(host_status.get("poweredOn"))
+            status["state"] = state
+            status["addresses"] = _addresses(host, self.ref.name)
+            conditions = set_condition(status.get("conditions"), ASSOCIATED, True, HOST_ASSOCIATED)
+            status["conditions"] = conditions
+            self._data_conditions(status, refusals or {})
+            provisioned = state == PROVISIONED
+            status["conditions"] = set_condition(status["conditions"], PROVISIONED_CONDITION, provisioned,
+                                                 state or "None")
+            ready = not refusals and (provisioned or not deploying and state in (AVAILABLE, READY))
+            status["conditions"] = set_condition(status["conditions"], READY_CONDITION, ready,
+                                                 "Ready" if ready else state or "None")
+
+        self._update_status(change)
+
+    def _update_status(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to the claim's status and write it when it differs (lastUpdated moves with it)."""
+        def write() -> Object:
+            current = self.store.get(self.ref)
+            status = copy.deepcopy(current.get("status") or {})
+            before = copy.deepcopy(status)
+            change(status)
+            if status == before:
+                return current
+            status["lastUpdated"] = now()
+            self.changed = True
+            return self.store.update_status({**current, "status": status}, dry_run=self.dry_run)
+
+        self.claim = retry_on_conflict(write)
+
+    # -- delete ----------------------------------------------------------------------------------------------
+    def delete(self) -> ClaimResult:
+        host_ref = self._host_ref() or self._holding_host()
+        if host_ref is not None:
+            host = self.store.get_if_exists(host_ref)
+            if host is not None and self.consumer.holds(host):
+                waiting = self._release(host)
+                if waiting:
+                    self._update_status(lambda status: status.update(
+                        conditions=set_condition(status.get("conditions"), ASSOCIATED, False, CLAIM_DELETING,
+                                                 waiting)))
+                    return self.result("deleting", WAIT, waiting, self.store.get_if_exists(host_ref))
+        hardware = self.store.get_if_exists(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace))
+        if controlled_by(hardware, self.claim):  # never a HardwareData someone else made
+            self.store.delete(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace), dry_run=self.dry_run)
+        remove_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
+        return ClaimResult(None, True, message="deleted", phase="deleted")
+
+    def _holding_host(self) -> Ref | None:
+        """The host whose consumerRef names the claim when its status does not (a status write lost), in any
+        namespace: a policy may have changed since the claim was bound."""
+        return next((Ref.of(h) for h in self.store.list(API, HOST_KIND) if self.consumer.holds(h)), None)
+
+    def _release(self, host: Object) -> str:
+        """Clear the host's spec and wait until it is deprovisioned; then delete the copies and free the host.
+        '' once released."""
+        def clear(target: Object) -> None:
+            for key in HOST_FIELDS:
+                target["spec"].pop(key, None)
+            target["spec"]["online"] = online_after_release(target["spec"])
+
+        host_ref = Ref.of(host)
+        try:
+            host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
+        except NotHeld:
+            return ""
+        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        if state not in RELEASED_STATES:
+            return f"waiting for host {host_ref.namespace}/{host_ref.name} to deprovision (it is {state})"
+        for field in DATA_FIELDS:  # before the host is freed: the finalizer brings a crash back here
+            copy_ref = Ref("v1", "Secret", copy_name(host_ref.name, field), host_ref.namespace)
+            existing = self.store.get_if_exists(copy_ref)
+            if controlled_by(existing, host) and \
+                    ((existing or {})["metadata"].get("annotations") or {}).get(COPY_ANNOTATION) == self.claim_id:
+                with contextlib.suppress(NotFound):
+                    self.store.delete(copy_ref, dry_run=self.dry_run)
+
+        def free(target: Object) -> None:
+            target["spec"].pop("consumerRef", None)
+
+        with contextlib.suppress(NotHeld):
+            update_claimed_host(self.store, host_ref, self.consumer, free, self.dry_run)
+        self.changed = True
+        return ""
+
+
+def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
+    """The host's addresses as a Cluster API Machine's: InternalIP of each NIC that has one (from inspection),
+    Hostname and InternalDNS."""
+    hardware = (host.get("status") or {}).get("hardware") or {}
+    addresses = [{"type": "InternalIP", "address": nic["ip"]} for nic in hardware.get("nics") or [] if nic.get("ip")]
+    hostname = hardware.get("hostname") or claim_name
+    return [*addresses, {"type": "Hostname", "address": hostname}, {"type": "InternalDNS", "address": hostname}]
+
+
+# -- bastions: until bound, provisioned or deleted -----------------------------------------------------------
+
+def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, refs: list[Ref],
+                    target: str | None = None, timeout: float = 0, dry_run: bool = False, concurrency: int = 20,
+                    sleep: Callable[[float], None] = time.sleep) -> tuple[list[ClaimResult], bool]:
+    """Step the claims named by ``refs`` and their hosts until every one reaches ``target`` (bound, provisioned,
+    deleted), or time is up, or a claim cannot go on (its ``error``). No target: one step of each claim; its host
+    has a reconcile of its own (the operator's)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with store_factory() as store:
+            steps = [reconcile_host_claim(store, ref, dry_run) for ref in refs]
+        if target is None or dry_run:
+            return steps, True
+        hosts = sorted({s.host for s in steps if s.host})
+        if hosts:  # from a bastion nobody else reconciles the hosts, so this loop does
+            reconcile_hosts(store_factory, ironic,
+                            [Ref(API, HOST_KIND, h.partition("/")[2], h.partition("/")[0]) for h in hosts],
+                            (), 0, concurrency)
+        reached = all(_reached(s, target) for s in steps)
+        if reached:
+            return steps, True
+        if any(s.error for s in steps) or time.monotonic() >= deadline:
+            return steps, False
+        sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def _reached(step: ClaimResult, target: str) -> bool:
+    if target == "deleted":
+        return step.obj is None
+    if target == "bound":
+        return bool(step.host) and not step.error
+    return step.phase == "provisioned" and step.requeue_after is None and not step.error

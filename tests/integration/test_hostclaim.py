@@ -1,0 +1,156 @@
+"""HostClaims end to end against a real Ironic (fake-hardware), on both backends: the demo's six hosts in an
+infrastructure namespace whose HostDeployPolicies admit tenant-a (by name) and tenant-b (by label); the tenants'
+claims bind, provision with their image and data, show their host's state, power, addresses and hardware; a
+tenant-c claim stays pending with the policy's reason; a deleted claim's host is deprovisioned and bound by the
+next pending claim. And ten claims racing from ten ansible-playbook processes for the six hosts."""
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from tests.harness.demo import demo_objects
+from tests.integration.playbook_runs import REPO
+
+API = "metal3.io/v1alpha1"
+TENANT_LABEL = "metal3.baremetal/tenant"
+IMAGE = {"url": "http://images.example/debian.qcow2", "checksum": "0" * 64, "checksumType": "sha256"}
+USER_DATA = "#cloud-config\nhostname: from-the-claim\n"
+
+
+@pytest.fixture
+def world(backend: str, store_options: dict[str, Any], ironic: Any, monkeypatch: pytest.MonkeyPatch,
+          request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """Namespaces infra (the demo's six hosts, registered and available; a policy admitting tenant-a by name and
+    one admitting namespaces labelled tenant=b), tenant-a, tenant-b (so labelled) and tenant-c."""
+    for key, value in ironic.env.items():
+        monkeypatch.setenv(key, value)
+    roles = ("infra", "tenant-a", "tenant-b", "tenant-c")
+    if backend == "kubernetes":
+        from kubernetes import client
+
+        cluster = request.getfixturevalue("kube_cluster")
+        ns = {role: cluster.new_namespace(role) for role in roles}
+        client.CoreV1Api(cluster.api_client()).patch_namespace(ns["tenant-b"],
+                                                               {"metadata": {"labels": {TENANT_LABEL: "b"}}})
+    else:
+        suffix = secrets.token_hex(3)
+        ns = {role: f"{role}-{suffix}" for role in roles}
+    with open_store(store_options) as store:
+        if backend == "local":
+            store.create({"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": ns["tenant-b"], "labels": {TENANT_LABEL: "b"}}})
+        for obj in demo_objects(ns["infra"], 6, ("hosts.yaml",)):
+            store.create(obj)
+        for name, constraints in (("tenant-a", {"names": [ns["tenant-a"]]}),
+                                  ("labelled-b", {"hasLabels": [{"name": TENANT_LABEL, "value": "b"}]})):
+            store.create({"apiVersion": API, "kind": "HostDeployPolicy",
+                          "metadata": {"name": name, "namespace": ns["infra"]},
+                          "spec": {"hostClaimNamespaces": constraints}})
+        for role in ("tenant-a", "tenant-b", "tenant-c"):
+            store.create({"apiVersion": "v1", "kind": "Secret",
+                          "metadata": {"name": "cloud-init", "namespace": ns[role]},
+                          "data": {"userData": base64.b64encode(USER_DATA.encode()).decode()}})
+        hosts = [Ref.of(h) for h in store.list(API, "BareMetalHost", ns["infra"])]
+    options = IronicOptions(cloud=ironic.cloud)
+    results = reconcile_hosts(lambda: open_store(store_options), options, hosts, ("settled",), 180)
+    assert all(reached for _step, reached in results), [s.summary() for s, _ in results]
+    yield {"ns": ns, "options": options, "open": lambda: open_store(store_options)}
+
+
+def make_claim(world: dict[str, Any], tenant: str, name: str) -> Ref:
+    namespace = world["ns"][tenant]
+    with world["open"]() as store:
+        store.create({"apiVersion": API, "kind": "HostClaim", "metadata": {"name": name, "namespace": namespace},
+                      "spec": {"poweredOn": True, "image": IMAGE, "userData": {"name": "cloud-init"},
+                               "hostSelector": {"matchLabels": {"metal3.baremetal/demo": "true"}}}})
+    return Ref(API, "HostClaim", name, namespace)
+
+
+def test_tenants_an_infrastructure_policy_admits_get_hosts_and_others_wait(world):
+    ns = world["ns"]
+    admitted = [make_claim(world, tenant, f"{tenant}-{i}") for tenant in ("tenant-a", "tenant-b") for i in range(2)]
+    refused = make_claim(world, "tenant-c", "tenant-c-0")
+
+    steps, reached = hc.converge_claims(world["open"], world["options"], admitted, "provisioned", 240)
+    assert reached, [s.summary() for s in steps]
+    assert len({s.host for s in steps}) == 4 and all(s.host.startswith(ns["infra"] + "/") for s in steps)
+    with world["open"]() as store:
+        for step in steps:
+            claim = store.get(Ref.of(step.obj))
+            host = store.get(Ref(API, "BareMetalHost", step.host.split("/")[1], ns["infra"]))
+            assert claim["status"]["state"] == "provisioned" and claim["status"]["poweredOn"] is True
+            assert claim["status"]["bareMetalHost"] == {"namespace": ns["infra"], "name": host["metadata"]["name"]}
+            assert {"type": "Hostname", "address": host["metadata"]["name"]} in claim["status"]["addresses"]
+            hardware = store.get(Ref(API, "HardwareData", claim["metadata"]["name"], claim["metadata"]["namespace"]))
+            assert hardware["spec"]["hardware"]["nics"] == host["status"]["hardware"]["nics"]
+            copy_ref = host["spec"]["userData"]
+            assert copy_ref["namespace"] == ns["infra"]
+            copied = store.get(Ref("v1", "Secret", copy_ref["name"], ns["infra"]))
+            assert base64.b64decode(copied["data"]["userData"]).decode() == USER_DATA
+            assert host["spec"]["image"] == IMAGE and host["spec"]["online"] is True
+
+    pending = hc.converge_claims(world["open"], world["options"], [refused])[0][0]
+    assert pending.phase == "pending" and pending.message == f"no HostDeployPolicy admits namespace {ns['tenant-c']}"
+
+    again, _ = hc.converge_claims(world["open"], world["options"], [*admitted, refused])
+    assert not [s.summary() for s in again if s.changed]  # a second run changes nothing
+
+    # A deleted claim's host is deprovisioned, freed, and taken by the next pending claim of another tenant.
+    late = make_claim(world, "tenant-b", "tenant-b-late")
+    extra = [make_claim(world, "tenant-a", f"tenant-a-extra-{i}") for i in range(2)]
+    assert all(s.host for s in hc.converge_claims(world["open"], world["options"], extra)[0])  # six hosts held
+    assert hc.converge_claims(world["open"], world["options"], [late])[0][0].phase == "pending"
+    freed = steps[0].host
+    with world["open"]() as store:
+        store.delete(admitted[0])
+    gone, deleted = hc.converge_claims(world["open"], world["options"], [admitted[0]], "deleted", 240)
+    assert deleted, [s.summary() for s in gone]
+    with world["open"]() as store:
+        host = store.get(Ref(API, "BareMetalHost", freed.split("/")[1], ns["infra"]))
+        assert host["status"]["provisioning"]["state"] == "available" and "consumerRef" not in host["spec"]
+        assert "image" not in host["spec"] and host["spec"]["online"] is False
+        assert store.get_if_exists(Ref(API, "HardwareData", admitted[0].name, admitted[0].namespace)) is None
+        assert store.get_if_exists(Ref("v1", "Secret", hc.copy_name(freed.split("/")[1], "userData"),
+                                       ns["infra"])) is None
+    assert hc.converge_claims(world["open"], world["options"], [late])[0][0].host == freed
+
+
+def test_ten_claims_from_ten_processes_race_for_six_hosts(world, store_options, tmp_path: Path):
+    claims = [make_claim(world, "tenant-a" if i % 2 else "tenant-b", f"racer-{i}") for i in range(10)]
+    playbook = tmp_path / "claim.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - metal3.baremetal.hostclaim:\n"
+        "        name: '{{ claim }}'\n        namespace: '{{ claim_namespace }}'\n"
+        "      module_defaults:\n        group/metal3.baremetal.all: '{{ store }}'\n")
+    env = {"ANSIBLE_COLLECTIONS_PATH": str(REPO / "build" / "collections"), "ANSIBLE_PYTHON_INTERPRETER":
+           sys.executable, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+           "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
+    store = {k: v for k, v in store_options.items() if k in ("backend", "store_path", "kubeconfig")}
+    runs = [subprocess.Popen([str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-e",
+                              json.dumps({"claim": ref.name, "claim_namespace": ref.namespace, "store": store})],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for ref in claims]
+    for run in runs:
+        output, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, output
+    with world["open"]() as reader:
+        hosts = reader.list(API, "BareMetalHost", world["ns"]["infra"])
+        bound = {c.name: (reader.get(c).get("status") or {}).get("bareMetalHost") for c in claims}
+    consumers = [h["spec"]["consumerRef"]["name"] for h in hosts if h["spec"].get("consumerRef")]
+    assert len(consumers) == 6 and not [c for c, n in Counter(consumers).items() if n > 1]
+    holders = {name: host for name, host in bound.items() if host}
+    assert len(holders) == 6 and len({h["name"] for h in holders.values()}) == 6
+    assert sorted(holders) == sorted(consumers)  # each claim's record agrees with its host's
