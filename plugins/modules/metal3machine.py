@@ -63,6 +63,15 @@ options:
         preference, as upstream - with no free host in it, any free host is claimed.
     type: bool
     default: false
+  host_claim_mode:
+    description:
+      - HostClaim mode (upstream's design for multi-tenancy) - each machine makes a HostClaim named after it in
+        its namespace, which binds a host of a namespace whose HostDeployPolicy admits the machine's; its data are
+        rendered from the host as the claim shows it (labels, boot MAC and hardware - not its annotations), and
+        its image and data go to the host through the claim. Node reuse is not done in this mode. Default from
+        E(METAL3_HOST_CLAIM_MODE), else false.
+    type: bool
+    default: false
   fast_track:
     description:
       - How a released host is powered, as upstream's fast-track matrix - C(disablePowerOff) keeps it on; with
@@ -147,7 +156,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     steps, reached = converge(lambda: open_store(options), IronicOptions.from_params(params), params["namespace"],
                               selector, (wait_for,) if wait_for else (), params["wait_timeout"] if wait_for else 0,
                               check_mode, params["strict_failure_domain"], name=params["name"],
-                              fast_track=params["fast_track"])
+                              fast_track=params["fast_track"], host_claim_mode=params["host_claim_mode"])
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "machines": [s.summary() for s in steps if s.obj is not None]}
     if wait_for and not reached:
@@ -166,6 +175,8 @@ SPEC = ModuleSpec(
         "wait_timeout": {"type": "int", "default": 1800},
         "strict_failure_domain": {"type": "bool", "default": False},
         "fast_track": {"type": "bool", "default": False, "fallback": (env_fallback, ["CAPM3_FAST_TRACK"])},
+        "host_claim_mode": {"type": "bool", "default": False,
+                            "fallback": (env_fallback, ["METAL3_HOST_CLAIM_MODE"])},
     }),
     run=run,
     mutually_exclusive=[["name", "label_selectors"]],

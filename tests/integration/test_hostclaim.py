@@ -2,7 +2,8 @@
 infrastructure namespace whose HostDeployPolicies admit tenant-a (by name) and tenant-b (by label); the tenants'
 claims bind, provision with their image and data, show their host's state, power, addresses and hardware; a
 tenant-c claim stays pending with the policy's reason; a deleted claim's host is deprovisioned and bound by the
-next pending claim. And ten claims racing from ten ansible-playbook processes for the six hosts."""
+next pending claim. Ten claims racing from ten ansible-playbook processes for the six hosts. And a tenant's
+cluster whose Metal3Machines run in HostClaim mode."""
 from __future__ import annotations
 
 import base64
@@ -16,7 +17,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
+    MachineSet,
+    converge,
+    ensure_machines,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
@@ -154,3 +160,56 @@ def test_ten_claims_from_ten_processes_race_for_six_hosts(world, store_options, 
     holders = {name: host for name, host in bound.items() if host}
     assert len(holders) == 6 and len({h["name"] for h in holders.values()}) == 6
     assert sorted(holders) == sorted(consumers)  # each claim's record agrees with its host's
+
+
+def test_a_tenant_cluster_in_host_claim_mode_runs_on_infrastructure_hosts(world):
+    """The demo's cluster (per-failure-domain data templates, bond + VLANs) in tenant-a, its Metal3Machines in
+    HostClaim mode: provisioned on infra's hosts, their network_data rendered from the claimed hosts."""
+    ns, tenant = world["ns"], world["ns"]["tenant-a"]
+    with world["open"]() as store:
+        for obj in demo_objects(tenant, 0, ("cluster.yaml",)):
+            store.create(obj)
+        ensure_machines(store, MachineSet("cp", tenant, "my-cluster", "my-cluster-controlplane", 3, True,
+                                          "my-cluster-userdata"))
+        ensure_machines(store, MachineSet("wk", tenant, "my-cluster", "my-cluster-workers", 2, False,
+                                          "my-cluster-userdata"))
+    steps, ready = converge(world["open"], world["options"], tenant, None, ("ready",), 300, host_claim_mode=True)
+    assert ready, [s.summary() for s in steps]
+    machines = {s.summary()["name"]: s.summary() for s in steps}
+    assert len({m["host"] for m in machines.values()}) == 5
+    with world["open"]() as store:
+        for name, machine in machines.items():
+            host_ns, _slash, host_name = machine["host"].partition("/")
+            assert host_ns == ns["infra"]
+            host = store.get(Ref(API, "BareMetalHost", host_name, host_ns))
+            assert host["status"]["provisioning"]["state"] == "provisioned"
+            assert host["spec"]["consumerRef"] == {"apiVersion": API, "kind": "HostClaim", "name": name,
+                                                   "namespace": tenant}
+            claim = store.get(Ref(API, "HostClaim", name, tenant))
+            assert claim["status"]["bareMetalHost"] == {"namespace": host_ns, "name": host_name}
+            assert machine["provider_id"] == f"metal3://{tenant}/{host_name}/{name}"
+            domain = host["metadata"]["labels"]["infrastructure.cluster.x-k8s.io/failure-domain"]
+            network = secret_values(store.get(Ref("v1", "Secret", f"{name}-networkdata", tenant)))["networkData"]
+            octet = "11" if domain == "az-a" else "21"  # the template of the host's own failure domain
+            assert f"vlan_link: bond1\n  vlan_id: {octet}" in network and "bond_miimon: 100" in network
+            for nic in host["status"]["hardware"]["nics"]:  # the bond of the claimed host's own NICs
+                assert nic["mac"] in network
+            ips = [a["address"] for a in machine["addresses"] if a["type"] == "InternalIP"]
+            assert ips[0].startswith(f"192.168.{octet}.") and ips[1].startswith(f"192.168.{int(octet) + 1}.")
+            copied = host["spec"]["networkData"]
+            assert copied["namespace"] == host_ns
+            assert secret_values(store.get(Ref("v1", "Secret", copied["name"], host_ns)))["networkData"] == network
+
+    again, ready = converge(world["open"], world["options"], tenant, None, ("ready",), 60, host_claim_mode=True)
+    assert ready and not [s.summary() for s in again if s.changed]
+
+    with world["open"]() as store:
+        ensure_machines(store, MachineSet("cp", tenant, "my-cluster", "my-cluster-controlplane", 0, True))
+        ensure_machines(store, MachineSet("wk", tenant, "my-cluster", "my-cluster-workers", 0))
+    steps, gone = converge(world["open"], world["options"], tenant, None, ("deleted",), 300, host_claim_mode=True)
+    assert gone, [s.summary() for s in steps]
+    with world["open"]() as store:
+        assert store.list(API, "HostClaim", tenant) == []
+        for host in store.list(API, "BareMetalHost", ns["infra"]):
+            assert "consumerRef" not in host["spec"] and "image" not in host["spec"]
+            assert host["status"]["provisioning"]["state"] == "available"

@@ -21,6 +21,9 @@ DATA_FINALIZER = "metal3data.infrastructure.cluster.x-k8s.io"
 CLUSTER_FINALIZER = "metal3cluster.infrastructure.cluster.x-k8s.io"
 
 HOST_ANNOTATION = "metal3.io/BareMetalHost"  # on the Metal3Machine: <namespace>/<host>, the association record
+# Ours, for HostClaim mode: on the Metal3Machine, <namespace>/<name> of the HostClaim it made (the record its data
+# renders from, as HOST_ANNOTATION is in the direct mode).
+HOST_CLAIM_ANNOTATION = "metal3.io/HostClaim"
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"

@@ -22,6 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     DATA_CLAIM_FINALIZER,
     DATA_FINALIZER,
     HOST_ANNOTATION,
+    HOST_CLAIM_ANNOTATION,
     INFRA_API,
     SECRET_TYPE,
     owner_named,
@@ -38,6 +39,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, controlled_by
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff, retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API, label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
@@ -255,11 +257,19 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
         return objects
     objects["metal3machine"] = m3m
     machine = owner_named(m3m, "Machine")
-    host = (m3m["metadata"].get("annotations") or {}).get(HOST_ANNOTATION)
+    annotations = m3m["metadata"].get("annotations") or {}
+    host = annotations.get(HOST_ANNOTATION)
     host_ns, _slash, host_name = (host or "").rpartition("/")
+    claim_ns, _slash, claim_name = (annotations.get(HOST_CLAIM_ANNOTATION) or "").rpartition("/")
+    bare_metal_host: Object | None
+    if claim_name:  # HostClaim mode: the host as its claim shows it
+        host_claim = store.get_if_exists(Ref(BMH_API, hostclaim.KIND, claim_name, claim_ns or namespace))
+        bare_metal_host = hostclaim.host_view(store, host_claim)
+    else:
+        bare_metal_host = store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace)) \
+            if host else None
     found = {"machine": store.get_if_exists(Ref(CAPI_API, "Machine", machine["name"], namespace)) if machine else None,
-             "baremetalhost": store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace))
-             if host else None}
+             "baremetalhost": bare_metal_host}
     objects.update({key: obj for key, obj in found.items() if obj is not None})
     return objects
 

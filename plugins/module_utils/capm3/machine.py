@@ -9,6 +9,12 @@ providerID ``metal3://<namespace>/<host>/<metal3machine>`` → addresses → rea
 Delete: host spec cleared and powered off, host deprovisioned, host released (or
 kept for node reuse), data claim released, finalizer removed.
 
+HostClaim mode (upstream's design, a switch of the whole controller): the machine does not claim a host
+itself but makes a HostClaim named after it in its own namespace (hosts/hostclaim.py binds it to a host of a
+namespace whose HostDeployPolicy admits it, and releases it when the machine deletes it); the data template and
+the machine's providerID and addresses read the host through what the claim shows its tenant (``host_view``),
+and the image and rendered data go to the claim. Node reuse is not done in this mode.
+
 The host itself is provisioned by its own reconcile (hosts/baremetalhost.py);
 this flow only writes its spec and waits for its state.
 """
@@ -24,6 +30,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CLONED_FROM_NAME,
     CLUSTER_NAME_LABEL,
     HOST_ANNOTATION,
+    HOST_CLAIM_ANNOTATION,
     INFRA_API,
     MACHINE_FINALIZER,
     PAUSED_ANNOTATION,
@@ -43,6 +50,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
@@ -99,12 +107,13 @@ def host_image(image: dict[str, Any]) -> dict[str, Any]:
 
 
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
-                            strict_failure_domain: bool = False, fast_track: bool = False) -> MachineResult:
+                            strict_failure_domain: bool = False, fast_track: bool = False,
+                            host_claim_mode: bool = False) -> MachineResult:
     try:
         m3m = store.get(ref)
     except NotFound:
         return MachineResult(None, message="gone", phase="deleted")
-    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track)
+    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track, host_claim_mode)
     if flow.paused():
         return MachineResult(m3m, message="paused", phase="paused", host=flow.host_name)
     if m3m["metadata"].get("deletionTimestamp"):
@@ -113,9 +122,11 @@ def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
 
 
 class _Flow:
-    def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool, fast_track: bool):
+    def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool, fast_track: bool,
+                 host_claim_mode: bool = False):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
-        self.fast_track = fast_track
+        self.fast_track, self.claim_mode = fast_track, host_claim_mode
+        self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
         self.ref = Ref.of(m3m)
         self.consumer = Consumer.of(m3m)
         self.changed = False
@@ -149,7 +160,7 @@ class _Flow:
     def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
              data: list[DataResult] | None = None) -> MachineResult:
         return MachineResult(self.m3m, self.changed, requeue, message or phase, phase=phase, ready=ready,
-                             host=self.host_name, data=data or [])
+                             host=self.bound_host or self.host_name, data=data or [])
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> MachineResult:
@@ -159,7 +170,7 @@ class _Flow:
         user_data = self._user_data()
         if user_data is None:
             return self.step("pending", WAIT, "waiting for bootstrap data (Machine spec.bootstrap.dataSecretName)")
-        host, waiting = self._associate()
+        host, waiting = self._claim() if self.claim_mode else self._associate()
         if host is None:
             return waiting
         steps: list[DataResult] = []
@@ -174,7 +185,8 @@ class _Flow:
                 return self.step("associated", steps[-1].requeue_after or WAIT,
                                  f"waiting for rendered data: {steps[-1].message}", data=steps)
         rendered = self._rendered(steps[-1].obj if steps else None)
-        host = self._set_host_spec(user_data, rendered)
+        host = self._set_claim_spec(user_data, rendered) if self.claim_mode else self._set_host_spec(user_data,
+                                                                                                    rendered)
         state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
         if state != PROVISIONED:
             self._set_status(rendered, host, ready=False)
@@ -213,6 +225,92 @@ class _Flow:
                                     dry_run=self.dry_run)
         self.changed = True
         return selection.host, self.step("associated")
+
+    # -- HostClaim mode ------------------------------------------------------------------------------------
+    def _claim_ref(self) -> Ref:
+        return Ref(BMH_API, hostclaim.KIND, self.ref.name, self.ref.namespace)
+
+    def _own_claim(self) -> Object | None:
+        """The machine's HostClaim; Invalid when a claim of its name is someone else's."""
+        claim = self.store.get_if_exists(self._claim_ref())
+        if claim is not None and not controlled_by(claim, self.m3m):
+            raise Invalid(f"HostClaim {self.ref.namespace}/{self.ref.name} exists and was not made by this "
+                          "Metal3Machine; it is left alone")
+        return claim
+
+    def _step_claim(self) -> hostclaim.ClaimResult:
+        step = hostclaim.reconcile_host_claim(self.store, self._claim_ref(), self.dry_run)
+        self.changed = self.changed or step.changed
+        self.bound_host = step.host
+        return step
+
+    def _claim(self) -> tuple[Object | None, MachineResult]:
+        """The host the machine's HostClaim holds, as the claim shows it; the claim made first if need be."""
+        if self._own_claim() is None:
+            spec: dict[str, Any] = {"poweredOn": False, "consumerRef": {
+                "apiVersion": self.m3m["apiVersion"], "kind": self.m3m["kind"], "name": self.ref.name,
+                "namespace": self.ref.namespace}}
+            selector = {k: v for k, v in (self.m3m["spec"].get("hostSelector") or {}).items()
+                        if k in ("matchLabels", "matchExpressions")}
+            if selector:
+                spec["hostSelector"] = selector
+            if self._failure_domain():
+                spec["failureDomain"] = self._failure_domain()
+            labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
+            self.store.create({"apiVersion": BMH_API, "kind": hostclaim.KIND,
+                               "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,
+                                            "ownerReferences": [owner_reference(self.m3m, controller=True)]},
+                               "spec": spec}, dry_run=self.dry_run)
+            self.changed = True
+        step = self._step_claim()
+        if not step.host:
+            return None, self.step("pending", step.requeue_after, f"no host: {step.error or step.message}")
+        name = f"{self.ref.namespace}/{self.ref.name}"
+        if (self.m3m["metadata"].get("annotations") or {}).get(HOST_CLAIM_ANNOTATION) != name:
+            self.m3m = self.store.patch(self.ref, {"metadata": {"annotations": {HOST_CLAIM_ANNOTATION: name}}},
+                                        dry_run=self.dry_run)
+            self.changed = True
+        view = hostclaim.host_view(self.store, step.obj)
+        if view is None:
+            return None, self.step("associated", WAIT, f"waiting for the hardware data of host {step.host}")
+        return view, self.step("associated")
+
+    def _set_claim_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
+        """The image and the data to the machine's HostClaim, which passes them to its host; the host as the
+        claim then shows it."""
+        spec = self.m3m["spec"]
+
+        def change(claim: Object) -> Object:
+            claim_spec = claim["spec"]
+            if not claim_spec.get("image") and not claim_spec.get("customDeploy"):  # never an in-place upgrade
+                if spec.get("image"):
+                    claim_spec["image"] = host_image(spec["image"])
+                if spec.get("customDeploy"):
+                    claim_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
+            if user_data:
+                claim_spec["userData"] = {"name": user_data["name"]}
+            for key in ("metaData", "networkData"):
+                if rendered.get(key):
+                    claim_spec[key] = {"name": rendered[key]["name"]}
+            claim_spec["poweredOn"] = True
+            return claim
+
+        def write() -> Object:
+            claim = self._own_claim()
+            if claim is None:
+                raise NotFound(f"HostClaim {self.ref.namespace}/{self.ref.name} is gone")
+            wanted = change(copy.deepcopy(claim))
+            if wanted == claim:
+                return claim
+            self.changed = True
+            return self.store.update(wanted, dry_run=self.dry_run)
+
+        retry_on_conflict(write)
+        step = self._step_claim()
+        view = hostclaim.host_view(self.store, step.obj)
+        if view is None:
+            raise NotFound(f"HostClaim {self.ref.namespace}/{self.ref.name} shows no host")
+        return view
 
     def _template(self) -> Object | None:
         name = (self.m3m["metadata"].get("annotations") or {}).get(CLONED_FROM_NAME)
@@ -349,6 +447,11 @@ class _Flow:
     # -- delete ----------------------------------------------------------------------------------------------
     def delete(self) -> MachineResult:
         host_ref = self._host_ref()
+        if self.claim_mode and self._own_claim() is not None:
+            self.store.delete(self._claim_ref(), dry_run=self.dry_run)
+            step = self._step_claim()
+            if step.obj is not None:
+                return self.step("deprovisioning", WAIT, step.message)
         if host_ref is not None:
             host = self.store.get_if_exists(host_ref)
             if host is not None and self.consumer.holds(host):

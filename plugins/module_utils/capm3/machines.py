@@ -146,7 +146,7 @@ def _create(store: Store, machine_set: MachineSet, name: str, domain: str | None
 def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespace: str, selector: str | None,
              targets: tuple[str, ...] = ("ready",), timeout: float = 0, dry_run: bool = False,
              strict_failure_domain: bool = False, concurrency: int = 20, name: str | None = None,
-             fast_track: bool = False,
+             fast_track: bool = False, host_claim_mode: bool = False,
              sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
@@ -157,7 +157,8 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                 refs = [Ref(INFRA_API, "Metal3Machine", name, namespace)]
             else:
                 refs = [Ref.of(m) for m in store.list(INFRA_API, "Metal3Machine", namespace, selector)]
-            steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track) for ref in refs]
+            steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track, host_claim_mode)
+                     for ref in refs]
         if not targets or dry_run:  # one step: the hosts have reconciles of their own (the operator's)
             return steps, True
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.

@@ -70,6 +70,8 @@ HARDWARE_KIND = "HardwareData"
 FINALIZER = "metal3.io/hostclaim"
 # On a copy of a claim's Secret in the host's namespace: the claim (<namespace>/<name>) it was copied for.
 COPY_ANNOTATION = "metal3.baremetal/hostclaim"
+# On a claim's HardwareData: the host's spec.bootMACAddress (a data template's fromBootMAC reads it).
+BOOT_MAC_ANNOTATION = "metal3.baremetal/boot-mac-address"
 # The claim's data fields, and the suffix of their copies' names (<host>-<suffix>).
 DATA_FIELDS = {"userData": "claim-user-data", "metaData": "claim-meta-data", "networkData": "claim-network-data"}
 HOST_FIELDS = ("image", "customDeploy", "userData", "metaData", "networkData")
@@ -418,14 +420,19 @@ class _Flow:
         self.changed = True
 
     def _hardware_data(self, host: Object) -> tuple[dict[str, str] | None, str]:
-        """The HardwareData named after the claim in its namespace, with the host's hardware (once inspected);
-        its reference, and a problem when a HardwareData of that name is not the claim's."""
+        """The HardwareData named after the claim in its namespace: the host's hardware (once inspected), its
+        labels (its failure domain among them) and its boot MAC address - what a data template renders from; its
+        reference, and a problem when a HardwareData of that name is not the claim's."""
         hardware = copy.deepcopy((host.get("status") or {}).get("hardware"))
         if not hardware:
             return None, ""
         for nic in hardware.get("nics") or []:  # HardwareData's schema wants a MAC, where there is one, to be one
             if not nic.get("mac"):
                 nic.pop("mac", None)
+        boot_mac = (host.get("spec") or {}).get("bootMACAddress")
+        wanted = {"labels": dict(host["metadata"].get("labels") or {}),
+                  "annotations": {BOOT_MAC_ANNOTATION: boot_mac} if boot_mac else {},
+                  "spec": {"hardware": hardware}}
         ref = Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace)
         existing = self.store.get_if_exists(ref)
         if existing is not None and not controlled_by(existing, self.claim):
@@ -433,14 +440,18 @@ class _Flow:
         if existing is None:
             self.store.create({"apiVersion": API, "kind": HARDWARE_KIND,
                                "metadata": {"name": self.ref.name, "namespace": self.ref.namespace,
+                                            "labels": wanted["labels"], "annotations": wanted["annotations"],
                                             "ownerReferences": [{"apiVersion": API, "kind": KIND,
                                                                  "name": self.ref.name,
                                                                  "uid": self.claim["metadata"]["uid"],
                                                                  "controller": True}]},
-                               "spec": {"hardware": hardware}}, dry_run=self.dry_run)
+                               "spec": wanted["spec"]}, dry_run=self.dry_run)
             self.changed = True
-        elif existing.get("spec", {}).get("hardware") != hardware:
-            self.store.update({**existing, "spec": {"hardware": hardware}}, dry_run=self.dry_run)
+        elif (existing.get("spec"), existing["metadata"].get("labels") or {},
+              existing["metadata"].get("annotations") or {}) != (wanted["spec"], wanted["labels"],
+                                                                  wanted["annotations"]):
+            metadata = {**existing["metadata"], "labels": wanted["labels"], "annotations": wanted["annotations"]}
+            self.store.update({**existing, "metadata": metadata, "spec": wanted["spec"]}, dry_run=self.dry_run)
             self.changed = True
         return {"namespace": self.ref.namespace, "name": self.ref.name}, ""
 
@@ -550,6 +561,28 @@ def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
     addresses = [{"type": "InternalIP", "address": nic["ip"]} for nic in hardware.get("nics") or [] if nic.get("ip")]
     hostname = hardware.get("hostname") or claim_name
     return [*addresses, {"type": "Hostname", "address": hostname}, {"type": "InternalDNS", "address": hostname}]
+
+
+def host_view(store: Store, claim: Object | None) -> Object | None:
+    """The claimed host as a BareMetalHost-shaped object built from what the claim shows its tenant - the host's
+    name and state (the claim's status), its labels, boot MAC and hardware (the claim's HardwareData) - for
+    what reads a host without seeing it (a Metal3Machine in HostClaim mode, its data templates); None until the
+    claim is bound and its HardwareData made. It has no annotations: the host's stay with the host."""
+    status = (claim or {}).get("status") or {}
+    bound, hardware_ref = status.get("bareMetalHost") or {}, status.get("hardwareData") or {}
+    if claim is None or not bound.get("name") or not hardware_ref.get("name"):
+        return None
+    hardware = store.get_if_exists(Ref(API, HARDWARE_KIND, hardware_ref["name"], claim["metadata"]["namespace"]))
+    if hardware is None:
+        return None
+    boot_mac = (hardware["metadata"].get("annotations") or {}).get(BOOT_MAC_ANNOTATION)
+    return {"apiVersion": API, "kind": HOST_KIND,
+            "metadata": {"name": bound["name"], "namespace": claim["metadata"]["namespace"],
+                         "labels": dict(hardware["metadata"].get("labels") or {})},
+            "spec": {"bootMACAddress": boot_mac} if boot_mac else {},
+            "status": {"hardware": (hardware.get("spec") or {}).get("hardware") or {},
+                       "provisioning": {"state": status.get("state", "")},
+                       "poweredOn": bool(status.get("poweredOn"))}}
 
 
 # -- bastions: until bound, provisioned or deleted -----------------------------------------------------------

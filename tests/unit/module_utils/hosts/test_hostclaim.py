@@ -289,3 +289,18 @@ def test_copy_names_fit_an_object_name():
     long = hc.copy_name("h" * 253, "userData")
     assert len(long) <= 253 and long.endswith("-claim-user-data")
     assert long != hc.copy_name("h" * 252 + "i", "userData")
+
+
+def test_the_host_as_the_claim_shows_it(store):
+    policy(store, names=[TENANT])
+    host(store, "server-0", labels={hc_label(): "az-a"}, bootMACAddress="52:54:00:00:00:01")
+    ref = claim(store, "web")
+    assert hc.host_view(store, store.get(ref)) is None  # not bound yet
+    hc.reconcile_host_claim(store, ref)
+    set_state(store, Ref(API, "BareMetalHost", "server-0", INFRA), "available", hardware=HARDWARE)
+    hc.reconcile_host_claim(store, ref)
+    assert hc.host_view(store, store.get(ref)) == {
+        "apiVersion": API, "kind": "BareMetalHost",
+        "metadata": {"name": "server-0", "namespace": TENANT, "labels": {hc_label(): "az-a"}},
+        "spec": {"bootMACAddress": "52:54:00:00:00:01"},
+        "status": {"hardware": HARDWARE, "provisioning": {"state": "available"}, "poweredOn": False}}
