@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
     MachineSet,
@@ -25,10 +26,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from tests.harness.demo import demo_objects
+from tests.integration.hostclaim_world import policy, seed_infrastructure
 from tests.integration.playbook_runs import REPO
+from tests.integration.test_cloud_init_reads_network_data import AZ_A, AZ_B, read, seed_machine
 
 API = "metal3.io/v1alpha1"
 TENANT_LABEL = "metal3.baremetal/tenant"
@@ -58,21 +60,14 @@ def world(backend: str, store_options: dict[str, Any], ironic: Any, monkeypatch:
         if backend == "local":
             store.create({"apiVersion": "v1", "kind": "Namespace",
                           "metadata": {"name": ns["tenant-b"], "labels": {TENANT_LABEL: "b"}}})
-        for obj in demo_objects(ns["infra"], 6, ("hosts.yaml",)):
-            store.create(obj)
-        for name, constraints in (("tenant-a", {"names": [ns["tenant-a"]]}),
-                                  ("labelled-b", {"hasLabels": [{"name": TENANT_LABEL, "value": "b"}]})):
-            store.create({"apiVersion": API, "kind": "HostDeployPolicy",
-                          "metadata": {"name": name, "namespace": ns["infra"]},
-                          "spec": {"hostClaimNamespaces": constraints}})
         for role in ("tenant-a", "tenant-b", "tenant-c"):
             store.create({"apiVersion": "v1", "kind": "Secret",
                           "metadata": {"name": "cloud-init", "namespace": ns[role]},
                           "data": {"userData": base64.b64encode(USER_DATA.encode()).decode()}})
-        hosts = [Ref.of(h) for h in store.list(API, "BareMetalHost", ns["infra"])]
     options = IronicOptions(cloud=ironic.cloud)
-    results = reconcile_hosts(lambda: open_store(store_options), options, hosts, ("settled",), 180)
-    assert all(reached for _step, reached in results), [s.summary() for s, _ in results]
+    seed_infrastructure(store_options, options, ns["infra"], [
+        policy("tenant-a", ns["infra"], names=[ns["tenant-a"]]),
+        policy("labelled-b", ns["infra"], hasLabels=[{"name": TENANT_LABEL, "value": "b"}])])
     yield {"ns": ns, "options": options, "open": lambda: open_store(store_options)}
 
 
@@ -192,10 +187,13 @@ def test_a_tenant_cluster_in_host_claim_mode_runs_on_infrastructure_hosts(world)
             network = secret_values(store.get(Ref("v1", "Secret", f"{name}-networkdata", tenant)))["networkData"]
             octet = "11" if domain == "az-a" else "21"  # the template of the host's own failure domain
             assert f"vlan_link: bond1\n  vlan_id: {octet}" in network and "bond_miimon: 100" in network
-            for nic in host["status"]["hardware"]["nics"]:  # the bond of the claimed host's own NICs
-                assert nic["mac"] in network
             ips = [a["address"] for a in machine["addresses"] if a["type"] == "InternalIP"]
             assert ips[0].startswith(f"192.168.{octet}.") and ips[1].startswith(f"192.168.{int(octet) + 1}.")
+            # and cloud-init's own code reads it as it reads a direct host's: the bond of the claimed host's NICs
+            nics = {nic["mac"]: nic["name"] for nic in host["status"]["hardware"]["nics"]}
+            macs = tuple(sorted(nics, key=nics.__getitem__))
+            assert read(yaml.safe_load(network), nics) == seed_machine(AZ_A if domain == "az-a" else AZ_B, macs,
+                                                                       f"{ips[0]}/24", f"{ips[1]}/24")
             copied = host["spec"]["networkData"]
             assert copied["namespace"] == host_ns
             assert secret_values(store.get(Ref("v1", "Secret", copied["name"], host_ns)))["networkData"] == network
