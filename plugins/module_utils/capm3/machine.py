@@ -278,21 +278,9 @@ class _Flow:
     def _set_claim_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
         """The image and the data to the machine's HostClaim, which passes them to its host; the host as the
         claim then shows it."""
-        spec = self.m3m["spec"]
-
         def change(claim: Object) -> Object:
-            claim_spec = claim["spec"]
-            if not claim_spec.get("image") and not claim_spec.get("customDeploy"):  # never an in-place upgrade
-                if spec.get("image"):
-                    claim_spec["image"] = host_image(spec["image"])
-                if spec.get("customDeploy"):
-                    claim_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
-            if user_data:
-                claim_spec["userData"] = {"name": user_data["name"]}
-            for key in ("metaData", "networkData"):
-                if rendered.get(key):
-                    claim_spec[key] = {"name": rendered[key]["name"]}
-            claim_spec["poweredOn"] = True
+            self._put_workload(claim["spec"], user_data, rendered, with_namespace=False)
+            claim["spec"]["poweredOn"] = True
             return claim
 
         def write() -> Object:
@@ -366,22 +354,29 @@ class _Flow:
             result["renderedData"] = rendered
         return result
 
+    def _put_workload(self, target: dict[str, Any], user_data: dict[str, str], rendered: dict[str, Any],
+                      with_namespace: bool) -> None:
+        """The machine's image or custom deploy (never an in-place upgrade: only onto a spec that has none), its
+        user data and its rendered data into ``target``, a host's spec (references with their namespace) or a
+        HostClaim's (references to Secrets of the claim's namespace, the machine's)."""
+        spec = self.m3m["spec"]
+        if not target.get("image") and not target.get("customDeploy"):
+            if spec.get("image"):
+                target["image"] = host_image(spec["image"])
+            if spec.get("customDeploy"):
+                target["customDeploy"] = copy.deepcopy(spec["customDeploy"])
+        refs = {"userData": user_data or None, **{key: rendered.get(key) for key in ("metaData", "networkData")}}
+        for key, ref in refs.items():
+            if ref:
+                target[key] = ({"name": ref["name"], "namespace": ref.get("namespace") or self.ref.namespace}
+                               if with_namespace else {"name": ref["name"]})
+
     def _set_host_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
         spec = self.m3m["spec"]
 
         def change(host: Object) -> None:
             host_spec = host["spec"]
-            if not host_spec.get("image") and not host_spec.get("customDeploy"):  # never an in-place upgrade
-                if spec.get("image"):
-                    host_spec["image"] = host_image(spec["image"])
-                if spec.get("customDeploy"):
-                    host_spec["customDeploy"] = copy.deepcopy(spec["customDeploy"])
-            if user_data:
-                host_spec["userData"] = {"name": user_data["name"], "namespace": user_data["namespace"]}
-            for key in ("metaData", "networkData"):
-                if rendered.get(key):
-                    host_spec[key] = {"name": rendered[key]["name"],
-                                      "namespace": rendered[key].get("namespace") or self.ref.namespace}
+            self._put_workload(host_spec, user_data, rendered, with_namespace=True)
             if spec.get("automatedCleaningMode"):
                 host_spec["automatedCleaningMode"] = spec["automatedCleaningMode"]
             host_spec["online"] = True
