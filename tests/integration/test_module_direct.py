@@ -49,7 +49,8 @@ def run_module(name: str, args: dict[str, Any]) -> Outcome:
 
 def seed(store_path: str) -> None:
     """What the cases read: a pool, a cluster with a control-plane endpoint, a machine template, a machine, a data
-    claim of a template that does not exist, a host (not available) and its BMC credentials."""
+    claim of a template that does not exist, a host (not available) and its BMC credentials, a HostClaim (no
+    HostDeployPolicy admits its namespace)."""
     with open_store({"backend": "local", "store_path": store_path}) as store:
         store.create({"apiVersion": IPAM, "kind": "IPPool", "metadata": {"name": "mgmt", "namespace": NS},
                       "spec": {"namePrefix": "mgmt", "pools": [{"start": "10.0.0.10", "end": "10.0.0.20"}],
@@ -71,6 +72,10 @@ def seed(store_path: str) -> None:
                                "bmc": {"address": "ipmi://192.168.111.1:6230", "credentialsName": "bmc"}}})
         store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": NS},
                       "stringData": {"username": "admin", "password": "password"}})
+        store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim",
+                      "metadata": {"name": "web-0", "namespace": NS},
+                      "spec": {"poweredOn": True, "image": {"url": "http://images/os.qcow2",
+                                                            "checksum": "http://images/os.qcow2.sha256sum"}}})
 
 
 @dataclass
@@ -101,6 +106,9 @@ CASES = [
     Case("metal3machine", {"name": "m-0", "namespace": NS},
          lambda r: r["changed"] and [(m["name"], m["phase"], m["message"]) for m in r["machines"]]
          == [("m-0", "pending", "no host: no available host matches")]),
+    Case("hostclaim", {"name": "web-0", "namespace": NS},
+         lambda r: r["changed"] and [(c["name"], c["phase"], c["host"], c["message"]) for c in r["claims"]]
+         == [("web-0", "pending", "", f"no HostDeployPolicy admits namespace {NS}")]),
     Case("resource", {"definition": {"apiVersion": "v1", "kind": "ConfigMap",
                                      "metadata": {"name": "cm", "namespace": NS}, "data": {"k": "v"}}},
          lambda r: r["changed"] and r["result"]["data"] == {"k": "v"}),

@@ -34,7 +34,7 @@ def claim_of(custom: client.CustomObjectsApi, ns: str, name: str) -> dict[str, A
 
 
 def test_claims_of_admitted_tenants_are_provisioned_and_released_by_the_operator(kube_cluster: KubeCluster,
-                                                                                custom, ironic, tmp_path: Path):
+                                                                                 custom, ironic, tmp_path: Path):
     core = client.CoreV1Api(kube_cluster.api_client())
     ns = {role: kube_cluster.new_namespace(role) for role in ("infra", "tenant-a", "tenant-b", "tenant-c")}
     core.patch_namespace(ns["tenant-b"], {"metadata": {"labels": {"metal3.baremetal/tenant": "b"}}})

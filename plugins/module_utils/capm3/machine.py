@@ -185,8 +185,8 @@ class _Flow:
                 return self.step("associated", steps[-1].requeue_after or WAIT,
                                  f"waiting for rendered data: {steps[-1].message}", data=steps)
         rendered = self._rendered(steps[-1].obj if steps else None)
-        host = self._set_claim_spec(user_data, rendered) if self.claim_mode else self._set_host_spec(user_data,
-                                                                                                    rendered)
+        set_spec = self._set_claim_spec if self.claim_mode else self._set_host_spec
+        host = set_spec(user_data, rendered)
         state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
         if state != PROVISIONED:
             self._set_status(rendered, host, ready=False)

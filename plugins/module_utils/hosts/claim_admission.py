@@ -52,6 +52,7 @@ SOME_VALUES_OPERATORS = ("in", "notin", "In", "NotIn")
 NO_VALUE_OPERATORS = ("exists", "!", "Exists", "DoesNotExist")
 OPERATORS = ("=", "==", "!=", "in", "notin", "exists", "!", "In", "NotIn", "Exists", "DoesNotExist")
 
+
 def _refuse(kind: str, obj: Object, problems: list[Problem]) -> None:
     if problems:
         name = (obj.get("metadata") or {}).get("name", "")

@@ -447,9 +447,8 @@ class _Flow:
                                                                  "controller": True}]},
                                "spec": wanted["spec"]}, dry_run=self.dry_run)
             self.changed = True
-        elif (existing.get("spec"), existing["metadata"].get("labels") or {},
-              existing["metadata"].get("annotations") or {}) != (wanted["spec"], wanted["labels"],
-                                                                  wanted["annotations"]):
+        elif (existing.get("spec") != wanted["spec"] or (existing["metadata"].get("labels") or {}) != wanted["labels"]
+              or (existing["metadata"].get("annotations") or {}) != wanted["annotations"]):
             metadata = {**existing["metadata"], "labels": wanted["labels"], "annotations": wanted["annotations"]}
             self.store.update({**existing, "metadata": metadata, "spec": wanted["spec"]}, dry_run=self.dry_run)
             self.changed = True

@@ -217,8 +217,8 @@ def test_a_deleted_claim_deprovisions_and_frees_its_host_for_the_next_claim(stor
 
     store.delete(first)
     step = hc.reconcile_host_claim(store, first)
-    assert step.phase == "deleting" and step.message == "waiting for host infra/server-0 to deprovision (it is " \
-                                                         "provisioned)"
+    assert step.phase == "deleting"
+    assert step.message == "waiting for host infra/server-0 to deprovision (it is provisioned)"
     cleared = store.get(server)["spec"]
     assert "image" not in cleared and "userData" not in cleared and cleared["online"] is False
     assert cleared["consumerRef"]["name"] == "web"  # held until deprovisioned
