@@ -5,6 +5,7 @@ deprovisioned and freed."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,10 @@ def test_claims_of_admitted_tenants_are_provisioned_and_released_by_the_operator
     operator = Operator(kube_cluster, tmp_path / "operator", ",".join(ns.values()), env=ironic.env).start()
     try:
         for role in ("tenant-a", "tenant-b"):
+            # Generous: each step of a claim and of a host is an ansible-playbook run, on a machine make test loads.
             claim = eventually(lambda role=role: (c := claim_of(custom, ns[role], "web")) and
                                (c.get("status") or {}).get("state") == "provisioned" and c,
-                               f"{role}'s claim provisioned", timeout=300)
+                               f"{role}'s claim provisioned", timeout=900)
             assert condition(claim, "Ready")["status"] == "True"
             assert claim["status"]["bareMetalHost"]["namespace"] == ns["infra"]
             hardware = custom.get_namespaced_custom_object(*METAL3, ns[role], "hardwaredata", "web")
@@ -69,10 +71,12 @@ def test_claims_of_admitted_tenants_are_provisioned_and_released_by_the_operator
 
         held = claim_of(custom, ns["tenant-a"], "web")["status"]["bareMetalHost"]["name"]
         custom.delete_namespaced_custom_object(*METAL3, ns["tenant-a"], "hostclaims", "web")
-        eventually(lambda: claim_of(custom, ns["tenant-a"], "web") is None, "tenant-a's claim released", timeout=300)
+        eventually(lambda: claim_of(custom, ns["tenant-a"], "web") is None, "tenant-a's claim released", timeout=900)
         host = custom.get_namespaced_custom_object(*METAL3, ns["infra"], "baremetalhosts", held)
         assert "consumerRef" not in host["spec"] and "image" not in host["spec"]
         assert host["status"]["provisioning"]["state"] == "available"
     finally:
         operator.stop()
-        print(operator.tail(80))
+        print(operator.tail(200))
+        for role in ("tenant-a", "tenant-b"):  # what a failure needs to be understood
+            print(role, json.dumps((claim_of(custom, ns[role], "web") or {}).get("status"), indent=1))
