@@ -39,7 +39,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 )
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness import guest  # noqa: E402
-from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time  # noqa: E402
+from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time, without_leftovers  # noqa: E402
 from tests.integration.playbook_runs import ansible_playbook  # noqa: E402
 
 BASE = REPO / "build" / "lab-bench"
@@ -177,6 +177,7 @@ def measure(servers: int) -> dict[str, Any]:
            "virtual_lab_servers": [{"name": f"lab-bench-{i}", "firmware": ("bios", "uefi")[i % 2],
                                     "memory_mib": 2048} for i in range(servers)]}
     with one_lab_at_a_time():
+        without_leftovers(lab)
         run = ansible_playbook(LAB_PLAYBOOK, lab, timeout=1800)
         if not run.ok:
             raise SystemExit(run.output[-5000:])

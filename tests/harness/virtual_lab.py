@@ -6,9 +6,9 @@ import fcntl
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-from tests.integration.playbook_runs import REPO
+from tests.integration.playbook_runs import REPO, ansible_playbook
 
 LAB_PLAYBOOK = REPO / "playbooks" / "lab.yml"
 LOCK = REPO / "build" / "virtual-lab.lock"
@@ -21,6 +21,17 @@ def one_lab_at_a_time() -> Iterator[None]:
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def without_leftovers(lab: dict[str, Any]) -> None:
+    """What a run killed before its teardown left of the lab ``lab`` (the role's variables) removed: its virtual
+    servers, namespace, Ironic and Ironic's database, and the demo's store. A new lab then starts from nothing:
+    Ironic's old nodes would otherwise wake up in the new servers' places, in states the new run never asked for."""
+    removed = ansible_playbook(LAB_PLAYBOOK, {**lab, "virtual_lab_state": "absent"}, timeout=900)
+    assert removed.ok, removed.output[-5000:]
+    base = Path(lab["virtual_lab_base_dir"])
+    for leftover in (*base.glob("store.db*"), base / "ironic" / "ironic.sqlite"):
+        leftover.unlink(missing_ok=True)
 
 
 def lab_images() -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.harness import guest
-from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time
+from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time, without_leftovers
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 DEMO_PLAYBOOK = REPO / "playbooks" / "lab-demo.yml"
@@ -65,6 +65,7 @@ def domain_state(name: str) -> str:
 def test_servers_enrolled_by_ipmi_and_by_virtual_media_boot_the_rendered_network():
     images = lab_images()
     with one_lab_at_a_time():
+        without_leftovers(LAB)
         started = time.monotonic()
         run = ansible_playbook(LAB_PLAYBOOK, LAB, timeout=1800)
         try:
