@@ -54,7 +54,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import host
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import PROVISIONED
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import PROVISIONED, host_state
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     FAILURE_DOMAIN_LABEL,
     NODE_REUSE_LABEL,
@@ -127,6 +127,7 @@ class _Flow:
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
         self.fast_track, self.claim_mode = fast_track, host_claim_mode
         self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
+        self.claim_view: Object | None = None  # HostClaim mode: the host as the claim showed it this reconcile
         self.ref = Ref.of(m3m)
         self.consumer = Consumer.of(m3m)
         self.changed = False
@@ -187,7 +188,7 @@ class _Flow:
         rendered = self._rendered(steps[-1].obj if steps else None)
         set_spec = self._set_claim_spec if self.claim_mode else self._set_host_spec
         host = set_spec(user_data, rendered)
-        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        state = host_state(host)
         if state != PROVISIONED:
             self._set_status(rendered, host, ready=False)
             return self.step("provisioning", WAIT, f"host {self.host_name} is {state or 'new'}", data=steps)
@@ -273,6 +274,7 @@ class _Flow:
         view = hostclaim.host_view(self.store, step.obj)
         if view is None:
             return None, self.step("associated", WAIT, f"waiting for the hardware data of host {step.host}")
+        self.claim_view = view
         return view, self.step("associated")
 
     def _set_claim_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
@@ -283,6 +285,8 @@ class _Flow:
             claim["spec"]["poweredOn"] = True
             return claim
 
+        written: list[bool] = []
+
         def write() -> Object:
             claim = self._own_claim()
             if claim is None:
@@ -290,10 +294,13 @@ class _Flow:
             wanted = change(copy.deepcopy(claim))
             if wanted == claim:
                 return claim
-            self.changed = True
+            written.append(True)
             return self.store.update(wanted, dry_run=self.dry_run)
 
         retry_on_conflict(write)
+        if not written and self.claim_view is not None:  # the claim was stepped with this spec already
+            return self.claim_view
+        self.changed = True
         step = self._step_claim()
         view = hostclaim.host_view(self.store, step.obj)
         if view is None:
@@ -473,7 +480,7 @@ class _Flow:
             host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
         except NotHeld:
             return ""  # no longer ours
-        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        state = host_state(host)
         if state not in RELEASED_STATES:
             return f"waiting for host {host_ref.name} to deprovision (it is {state})"
         reuse = self._reuse_name()

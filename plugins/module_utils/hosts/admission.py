@@ -18,6 +18,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api import admiss
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import host_state
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import SCHEMES, Driver, driver_for
 
 QUALIFIED_KIND = "BareMetalHost.metal3.io"
@@ -184,16 +185,16 @@ def validate_changes(old: Object, new: Object) -> Iterator[Problem]:
     new_address = (new_spec.get("bmc") or {}).get("address") or ""
     if (old_address and new_address != old_address
             and "detached" not in (old_status.get("operationalStatus"), new_status.get("operationalStatus"))
-            and "registering" not in (_state(old), _state(new))):
+            and "registering" not in (host_state(old), host_state(new))):
         yield "spec.bmc.address", ("BMC address can not be changed if the BMH is not in the Registering state, or if "
                                    "the BMH is not detached")
     old_mac = old_spec.get("bootMACAddress") or ""
     if old_mac and str(new_spec.get("bootMACAddress") or "").lower() != old_mac.lower():
         yield "spec.bootMACAddress", "bootMACAddress can not be changed once it is set"
     if (not old_spec.get("externallyProvisioned") and new_spec.get("externallyProvisioned")
-            and "available" not in (_state(old), _state(new))):
+            and "available" not in (host_state(old), host_state(new))):
         yield "spec.externallyProvisioned", ("externallyProvisioned can only be enabled when in Available state, "
-                                             f"currently in {_state(old)}")
+                                             f"currently in {host_state(old)}")
 
 
 def root_device_name_problem(device_name: str) -> str | None:
@@ -227,10 +228,6 @@ def image_checksum_problem(image: dict[str, Any]) -> Problem | None:
 
 
 # -- the parts of validateHost ----------------------------------------------------------------------------------
-
-
-def _state(host: Object) -> str:
-    return str(((host.get("status") or {}).get("provisioning") or {}).get("state") or "")
 
 
 def _inspection_disabled(host: Object) -> bool:

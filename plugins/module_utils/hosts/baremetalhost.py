@@ -89,6 +89,11 @@ BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 
 
+
+def host_state(host: Object | None) -> str:
+    """A BareMetalHost's provisioning state ('' before its first reconcile)."""
+    return str((((host or {}).get("status") or {}).get("provisioning") or {}).get("state") or "")
+
 @dataclass
 class HostStep(Result):
     """What one reconcile of a host came to: the shared Result, and the host's provisioning state."""

@@ -31,6 +31,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     KIND,
     PAUSED_ANNOTATION,
     READY,
+    host_state,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
@@ -120,7 +121,7 @@ def choose_host(hosts: list[Object], consumer: Consumer, failure_domain: str | N
     for host in hosts:
         if exclusion(host, reuse_name):
             continue
-        state = ((host.get("status") or {}).get("provisioning") or {}).get("state")
+        state = host_state(host)
         if reuse_name and (host["metadata"].get("labels") or {}).get(NODE_REUSE_LABEL) == reuse_name:
             reusable.append((host, state))
         elif state in (AVAILABLE, READY):

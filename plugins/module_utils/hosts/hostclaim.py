@@ -43,6 +43,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     READY,
     REBOOT_ANNOTATION,
     STABLE_STATES,
+    host_state,
     reconcile_hosts,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
@@ -219,6 +220,11 @@ class _Flow:
         self.changed = False
 
     @property
+    def deploying(self) -> bool:
+        """Whether the claim asks for a workload to be deployed (an image or a custom deploy)."""
+        return bool(self.spec.get("image") or self.spec.get("customDeploy"))
+
+    @property
     def claim_id(self) -> str:
         return f"{self.ref.namespace}/{self.ref.name}"
 
@@ -229,7 +235,7 @@ class _Flow:
     def result(self, phase: str, requeue: float | None, message: str, host: Object | None = None,
                error: str = "") -> ClaimResult:
         name = f"{host['metadata']['namespace']}/{host['metadata']['name']}" if host else ""
-        state = ((host or {}).get("status") or {}).get("provisioning", {}).get("state", "") if host else ""
+        state = host_state(host)
         return ClaimResult(self.claim, self.changed, requeue, message, phase=phase, host=name, state=state,
                            error=error)
 
@@ -253,9 +259,8 @@ class _Flow:
         hardware_data, problem = self._hardware_data(host)
         self._write_status(host, hardware_data=hardware_data)
         self._forget_reboot_request()
-        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
-        deploying = bool(self.spec.get("image") or self.spec.get("customDeploy"))
-        settled = state in STABLE_STATES and (state == PROVISIONED or not deploying) and self._power_settled(host)
+        state = host_state(host)
+        settled = state in STABLE_STATES and (state == PROVISIONED or not self.deploying) and self._power_settled(host)
         phase = "provisioned" if state == PROVISIONED else "bound"
         message = problem or f"host {host['metadata']['namespace']}/{host['metadata']['name']} is {state or 'new'}"
         return self.result(phase, None if settled else WAIT, message, host)
@@ -460,8 +465,7 @@ class _Flow:
     def _write_status(self, host: Object, hardware_data: dict[str, str] | None = None,
                       refusals: dict[str, str] | None = None) -> None:
         host_status = host.get("status") or {}
-        state = (host_status.get("provisioning") or {}).get("state", "")
-        deploying = bool(self.spec.get("image") or self.spec.get("customDeploy"))
+        state = host_state(host)
 
         def change(status: dict[str, Any]) -> None:
             status["bareMetalHost"] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
@@ -476,7 +480,7 @@ class _Flow:
             provisioned = state == PROVISIONED
             status["conditions"] = set_condition(status["conditions"], PROVISIONED_CONDITION, provisioned,
                                                  state or "None")
-            ready = not refusals and (provisioned or not deploying and state in (AVAILABLE, READY))
+            ready = not refusals and (provisioned or not self.deploying and state in (AVAILABLE, READY))
             status["conditions"] = set_condition(status["conditions"], READY_CONDITION, ready,
                                                  "Ready" if ready else state or "None")
 
@@ -533,7 +537,7 @@ class _Flow:
             host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
         except NotHeld:
             return ""
-        state = ((host.get("status") or {}).get("provisioning") or {}).get("state", "")
+        state = host_state(host)
         if state not in RELEASED_STATES:
             return f"waiting for host {host_ref.namespace}/{host_ref.name} to deprovision (it is {state})"
         for field in DATA_FIELDS:  # before the host is freed: the finalizer brings a crash back here
