@@ -42,24 +42,26 @@ USER_DATA = "#cloud-config\nhostname: from-the-claim\n"
 def world(backend: str, store_options: dict[str, Any], ironic: Any, monkeypatch: pytest.MonkeyPatch,
           request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """Namespaces infra (the demo's six hosts, registered and available; a policy admitting tenant-a by name and
-    one admitting namespaces labelled tenant=b), tenant-a, tenant-b (so labelled) and tenant-c."""
+    one admitting namespaces with this test's tenant label), tenant-a, tenant-b (so labelled) and tenant-c."""
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     roles = ("infra", "tenant-a", "tenant-b", "tenant-c")
+    # The label's value is this test's own: a policy of another test on the same cluster must not admit tenant-b.
+    label = secrets.token_hex(4)
     if backend == "kubernetes":
         from kubernetes import client
 
         cluster = request.getfixturevalue("kube_cluster")
         ns = {role: cluster.new_namespace(role) for role in roles}
         client.CoreV1Api(cluster.api_client()).patch_namespace(ns["tenant-b"],
-                                                               {"metadata": {"labels": {TENANT_LABEL: "b"}}})
+                                                               {"metadata": {"labels": {TENANT_LABEL: label}}})
     else:
         suffix = secrets.token_hex(3)
         ns = {role: f"{role}-{suffix}" for role in roles}
     with open_store(store_options) as store:
         if backend == "local":
             store.create({"apiVersion": "v1", "kind": "Namespace",
-                          "metadata": {"name": ns["tenant-b"], "labels": {TENANT_LABEL: "b"}}})
+                          "metadata": {"name": ns["tenant-b"], "labels": {TENANT_LABEL: label}}})
         for role in ("tenant-a", "tenant-b", "tenant-c"):
             store.create({"apiVersion": "v1", "kind": "Secret",
                           "metadata": {"name": "cloud-init", "namespace": ns[role]},
@@ -67,7 +69,7 @@ def world(backend: str, store_options: dict[str, Any], ironic: Any, monkeypatch:
     options = IronicOptions(cloud=ironic.cloud)
     seed_infrastructure(store_options, options, ns["infra"], [
         policy("tenant-a", ns["infra"], names=[ns["tenant-a"]]),
-        policy("labelled-b", ns["infra"], hasLabels=[{"name": TENANT_LABEL, "value": "b"}])])
+        policy("labelled-b", ns["infra"], hasLabels=[{"name": TENANT_LABEL, "value": label}])])
     yield {"ns": ns, "options": options, "open": lambda: open_store(store_options)}
 
 

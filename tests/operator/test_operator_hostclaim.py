@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,15 @@ def test_claims_of_admitted_tenants_are_provisioned_and_released_by_the_operator
                                                                                  custom, ironic, tmp_path: Path):
     core = client.CoreV1Api(kube_cluster.api_client())
     ns = {role: kube_cluster.new_namespace(role) for role in ("infra", "tenant-a", "tenant-b", "tenant-c")}
-    core.patch_namespace(ns["tenant-b"], {"metadata": {"labels": {"metal3.baremetal/tenant": "b"}}})
+    # The label's value is this test's own: another test's policy on the same cluster must not admit tenant-b
+    # (its hosts, in a namespace this operator does not watch, would never be provisioned).
+    label = secrets.token_hex(4)
+    core.patch_namespace(ns["tenant-b"], {"metadata": {"labels": {"metal3.baremetal/tenant": label}}})
     with KubernetesStore(kubeconfig=str(kube_cluster.kubeconfig)) as store:
         for obj in demo_objects(ns["infra"], 3, ("hosts.yaml",)):
             store.create(obj)
     for name, constraints in (("by-name", {"names": [ns["tenant-a"]]}),
-                              ("by-label", {"hasLabels": [{"name": "metal3.baremetal/tenant", "value": "b"}]})):
+                              ("by-label", {"hasLabels": [{"name": "metal3.baremetal/tenant", "value": label}]})):
         custom.create_namespaced_custom_object(*METAL3, ns["infra"], "hostdeploypolicies", {
             "apiVersion": "metal3.io/v1alpha1", "kind": "HostDeployPolicy", "metadata": {"name": name},
             "spec": {"hostClaimNamespaces": constraints}})
