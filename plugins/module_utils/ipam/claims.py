@@ -54,9 +54,12 @@ def ensure_claim(store: Store, claim: Object, dry_run: bool = False,
     outcome = ensure_present(store, claim, dry_run)
     ref = Ref.of(claim)
     deadline = time.monotonic() + wait_timeout
+    # The claim as just created or read is the first reconcile's (a check mode's create wrote nothing: read).
+    current = None if dry_run else (outcome["result"] or None)
     while True:
         try:
-            allocation = reconcile_ip_claim(store, ref, dry_run)
+            allocation = reconcile_ip_claim(store, ref, dry_run, current)
+            current = None
         except NotFound:  # check mode on a claim that does not exist yet
             allocation = Allocation(outcome["result"])
         if not allocation.requeue or time.monotonic() >= deadline:

@@ -97,3 +97,13 @@ def test_an_address_another_reconcile_of_the_claim_created_first_is_the_claims_n
     address, _requests = allocate(store, "contested")
     assert address == "10.0.0.1"
     assert [a["spec"]["address"] for a in store.list(IPAM_API, "IPAddress", NS)] == ["10.0.0.1"]
+
+
+def test_the_ip_claim_modules_path_reads_the_claim_once_the_one_it_creates(store):
+    from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_present
+
+    store.counts.clear()
+    result = claim_present(store, claim_object("claim", NS, "pool"))
+    assert result["address"] == "10.0.0.1"
+    requests = {f"{verb} {kind}": n for (verb, kind), n in store.counts.items()}
+    assert requests == {"get IPClaim": 1, "create IPClaim": 1, **IDLE_POOL}
