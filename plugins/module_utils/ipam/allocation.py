@@ -318,8 +318,10 @@ class _Candidates:
 
     Each claimer writes the address it goes for into the pool's index before it creates it, and one that lost
     an address reads the index again: the addresses its racers went for meanwhile are there. Claimers that read
-    one index at one moment all want its first free address: once a claimer has lost twice, it spreads out over
-    a window of the next free ones that doubles with each further loss, so that a herd of them does not take
+    one index at one moment all want its first free address. One whose hint finds the pool written since its read
+    (by another claimer: it is one of a herd) passes that address by and picks at random among the next
+    SPREAD_WINDOW free ones, before any create; otherwise, once a claimer has lost twice, it spreads out over a
+    window of the next free ones that doubles with each further loss, so that a herd of them does not take
     turns losing every address in order. A claimer alone never loses, and takes addresses in order; one that
     read an index which had not caught up with one address still takes the next.
     """
@@ -332,6 +334,9 @@ class _Candidates:
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
         self.losses = 0
+        # Another claimer wrote the index since this one read it: it picks among the next SPREAD_WINDOW free
+        # addresses at once, rather than after two losses.
+        self.contended = False
         self.lost_addresses: set[str] = set()
         self.refreshed = False
         self.wanted: str | None = None
@@ -383,18 +388,27 @@ class _Candidates:
         of it that died before taking it, free for this one."""
         return [address for name, address in _allocations(pool_obj).items() if name != self.claim_name]
 
-    def _free_offsets(self) -> list[int]:
+    def _free_offsets(self, excluding: set[int] | None = None) -> list[int]:
         """Up to a window of free offsets (1, 1, 2, 4, ... after each loss), the first at or after ``start``."""
-        window = min(1 << max(self.losses - 1, 0), SPREAD_WINDOW)
+        window = SPREAD_WINDOW if self.contended else min(1 << max(self.losses - 1, 0), SPREAD_WINDOW)
         found: list[int] = []
         start = self.start
         while len(found) < window:
-            offset = self.in_use.first_free(self.pool.size, start, self.reserved_offsets.union(found))
+            offset = self.in_use.first_free(self.pool.size, start, self.reserved_offsets.union(found, excluding or ()))
             if offset is None:
                 break
             found.append(offset)
             start = offset + 1 if offset + 1 < self.pool.size else 0
         return found
+
+    def spread_from(self, address: str) -> str:
+        """Another of the next free addresses than ``address``, the first free one of an index a herd of claimers
+        read at once (``address`` itself when it is the only one, or the claim asks for it)."""
+        offset = self.pool.offset_of(address)
+        if self.wanted or offset is None:
+            return address
+        free = self._free_offsets(excluding={offset})
+        return str(self.pool.address_at(random.choice(free))[0]) if free else address
 
     def next(self) -> str | None:
         """The next address to try; None (with ``error`` set) when there is none."""
@@ -581,12 +595,17 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     indexed = _allocations(pool_obj).get(claim.name)
     pool_ref = claim.pool
 
-    def hint(address: str | None) -> None:
+    def hint(address: str | None) -> bool:
+        """Write the claim's pick into the index, onto the pool as last read; False when another claimer wrote
+        it since (then this one is one of a herd that read the same index)."""
         nonlocal indexed
         written = _record(store, pool_ref, {claim.name: address}, dry_run, version=candidates.version)
-        if written is not None:
-            candidates.version = written["metadata"].get("resourceVersion")
-            indexed = address
+        if written is None:
+            candidates.contended = True
+            return False
+        candidates.version = written["metadata"].get("resourceVersion")
+        indexed = address
+        return True
 
     # A reservation left by an earlier reconcile (or one running now) is taken first.
     address_to_take = _reserved_address(claim)
@@ -600,8 +619,8 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
                 if indexed is not None:  # a claim that holds no address has no key
                     hint(None)
                 return Allocation(write_status(None, candidates.error, None), error=candidates.error)
-            if indexed != address_to_take:
-                hint(address_to_take)
+            if indexed != address_to_take and not hint(address_to_take) and candidates.losses == 0:
+                address_to_take = candidates.spread_from(address_to_take)
             if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap
                 try:
                     _reserve(store, claim, address_to_take, dry_run)

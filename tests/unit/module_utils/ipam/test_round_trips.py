@@ -107,3 +107,19 @@ def test_the_ip_claim_modules_path_reads_the_claim_once_the_one_it_creates(store
     assert result["address"] == "10.0.0.1"
     requests = {f"{verb} {kind}": n for (verb, kind), n in store.counts.items()}
     assert requests == {"get IPClaim": 1, "create IPClaim": 1, **IDLE_POOL}
+
+
+def test_a_claimer_whose_hint_meets_a_pool_that_moved_on_spreads_out_before_its_create(store):
+    """Another claimer wrote the index between this one's read and its hint: both read the same first free
+    address. This one picks among the next free ones instead, and still makes one create."""
+    real_patch = store.inner.patch_status
+
+    def another_claimer_writes_first(ref, patch, **kwargs):
+        if (patch.get("metadata") or {}).get("resourceVersion"):
+            real_patch(ref, {"status": {"indexes": {"other": "10.0.0.1"}, "allocations": {"other": "10.0.0.1"}}})
+        return real_patch(ref, patch, **kwargs)
+
+    store.inner.patch_status = another_claimer_writes_first
+    address, requests = allocate(store, "herd")
+    assert address in {f"10.0.0.{i}" for i in range(2, 66)}
+    assert requests["create IPAddress"] == 1
