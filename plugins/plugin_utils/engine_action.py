@@ -13,8 +13,12 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import Progress, watching
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec, execute
+
+display = Display()
 
 
 class EngineAction(ActionBase):
@@ -24,7 +28,10 @@ class EngineAction(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        result.update(run_spec(self.spec, self._task.args, bool(self._task.check_mode)))
+        # A wait prints a line through Ansible's display each time a host or machine changes state
+        # (core/progress.py), at every verbosity, while the task runs.
+        with watching(Progress(display.display)):
+            result.update(run_spec(self.spec, self._task.args, bool(self._task.check_mode)))
         if not self._task.diff:
             result.pop("diff", None)
         return result

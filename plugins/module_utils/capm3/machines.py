@@ -37,6 +37,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     check_namespace,
     dns_label_problem,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
@@ -150,8 +152,7 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
              sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def step() -> list[MachineResult]:
         with store_factory() as store:
             if name:
                 refs = [Ref(INFRA_API, "Metal3Machine", name, namespace)]
@@ -159,19 +160,25 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                 refs = [Ref.of(m) for m in store.list(INFRA_API, "Metal3Machine", namespace, selector)]
             steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track, host_claim_mode)
                      for ref in refs]
+        for ref, result in zip(refs, steps, strict=True):
+            report("Metal3Machine", f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if not targets or dry_run:  # one step: the hosts have reconciles of their own (the operator's)
-            return steps, True
+            return steps
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
         hosts = sorted({s.host for s in steps if s.host})
         host_refs = [Ref(BMH_API, "BareMetalHost", h.rpartition("/")[2], h.rpartition("/")[0] or namespace)
                      for h in hosts]
         if host_refs:
             reconcile_hosts(store_factory, ironic, host_refs, (), 0, concurrency)
+        return steps
+
+    def verdict(steps: list[MachineResult]) -> bool | None:
+        if not targets or dry_run:
+            return True
         present = [s for s in steps if s.obj is not None]
-        reached = all(s.ready for s in present) if "ready" in targets else not present
-        if reached:
-            return steps, reached
+        if all(s.ready for s in present) if "ready" in targets else not present:
+            return True
         stuck = [s for s in present if s.requeue_after is None and not s.ready]
-        if stuck or time.monotonic() >= deadline:
-            return steps, False
-        sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        return False if stuck else None
+
+    return wait_until(step, verdict, timeout, sleep=sleep)

@@ -35,6 +35,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     now,
     secret_values,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     DELAYED,
     POLL,
@@ -45,6 +46,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     ProvisionResult,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
@@ -89,16 +91,17 @@ BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 
 
-
 def host_state(host: Object | None) -> str:
     """A BareMetalHost's provisioning state ('' before its first reconcile)."""
     return str((((host or {}).get("status") or {}).get("provisioning") or {}).get("state") or "")
+
 
 @dataclass
 class HostStep(Result):
     """What one reconcile of a host came to: the shared Result, and the host's provisioning state."""
 
     state: str = NONE
+    before: str | None = None  # the state the host was in before this step; None: not found
 
     @property
     def error(self) -> str:
@@ -144,7 +147,17 @@ def reconcile_host(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry
         host = store.get(ref)
     except NotFound:
         return HostStep(None, message="not found", state=NONE)
-    return _Reconcile(store, provisioners, host, dry_run).run()
+    step = _Reconcile(store, provisioners, host, dry_run).run()
+    step.before = host_state(host)
+    return step
+
+
+def report_host(ref: Ref, step: HostStep) -> None:
+    """A line for whoever watches the wait (core/progress.py) when the host's state changed in this step."""
+    gone = step.obj is None
+    if gone and step.before is None:  # never there
+        return
+    report(KIND, f"{ref.namespace}/{ref.name}", "deleted" if gone else step.state, step.before, step.changed)
 
 
 def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], timeout: float,
@@ -154,23 +167,26 @@ def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], t
     Returns the last step and whether a target was reached. Stops early on an error
     that cannot clear by itself (requeue_after None), or when the host is gone.
     """
-    deadline = time.monotonic() + timeout
     changed = False
-    while True:
-        step = reconcile()
-        changed = changed or step.changed
-        step.changed = changed
+
+    def step() -> HostStep:
+        nonlocal changed
+        result = reconcile()
+        changed = changed or result.changed
+        result.changed = changed
+        return result
+
+    def verdict(step: HostStep) -> bool | None:
         # A stable state counts once nothing is left to do in it (the power to apply, say).
         reached = (step.state in targets and (step.requeue_after is None or step.state not in STABLE_STATES)
                    or "settled" in targets and step.requeue_after is None)
         if step.obj is None and "deleted" in targets:
-            return step, True
+            return True
         if reached and not step.error or step.requeue_after is None or step.obj is None:
-            return step, reached and not step.error
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return step, False
-        sleep(min(step.requeue_after, remaining))
+            return reached and not step.error
+        return None
+
+    return wait_until(step, verdict, timeout, lambda step: step.requeue_after or 0.0, sleep)
 
 
 def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptions, refs: list[Ref],
@@ -186,7 +202,9 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
                                                ironic_options.provisioning_limit)
 
             def step() -> HostStep:
-                return reconcile_host(store, provisioners, ref, dry_run)
+                result = reconcile_host(store, provisioners, ref, dry_run)
+                report_host(ref, result)
+                return result
 
             if not targets or dry_run:  # check mode changes nothing, so there is nothing to wait for
                 return step(), True

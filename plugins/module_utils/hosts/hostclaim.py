@@ -34,8 +34,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     controlled_by,
     now,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API,
     AVAILABLE,
@@ -596,23 +598,28 @@ def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, r
     """Step the claims named by ``refs`` and their hosts until every one reaches ``target`` (bound, provisioned,
     deleted), or time is up, or a claim cannot go on (its ``error``). No target: one step of each claim; its host
     has a reconcile of its own (the operator's)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def step() -> list[ClaimResult]:
         with store_factory() as store:
             steps = [reconcile_host_claim(store, ref, dry_run) for ref in refs]
+        for ref, result in zip(refs, steps, strict=True):
+            report(KIND, f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if target is None or dry_run:
-            return steps, True
+            return steps
         hosts = sorted({s.host for s in steps if s.host})
         if hosts:  # from a bastion nobody else reconciles the hosts, so this loop does
             reconcile_hosts(store_factory, ironic,
                             [Ref(API, HOST_KIND, h.partition("/")[2], h.partition("/")[0]) for h in hosts],
                             (), 0, concurrency)
-        reached = all(_reached(s, target) for s in steps)
-        if reached:
-            return steps, True
-        if any(s.error for s in steps) or time.monotonic() >= deadline:
-            return steps, False
-        sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        return steps
+
+    def verdict(steps: list[ClaimResult]) -> bool | None:
+        if target is None or dry_run:
+            return True
+        if all(_reached(s, target) for s in steps):
+            return True
+        return False if any(s.error for s in steps) else None
+
+    return wait_until(step, verdict, timeout, sleep=sleep)
 
 
 def _reached(step: ClaimResult, target: str) -> bool:
