@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Mapping
 
 from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
@@ -44,6 +45,17 @@ def store_options(params: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest(f"kubeconfig: must be the path of a kubeconfig file or its content as a mapping, "
                          f"not {kubeconfig!r}")
     return {name: params.get(name) for name in STORE_ARG_SPEC}
+
+
+def resolve_store_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The store options a plugin that is no module (the inventory, the lookup) was given, checked and completed
+    from the environment (METAL3_*, K8S_AUTH_*) exactly as a module's are; BadRequest naming the option."""
+    validator = ArgumentSpecValidator(copy.deepcopy(STORE_ARG_SPEC))
+    validation = validator.validate({name: value for name, value in given.items()
+                                     if name in STORE_ARG_SPEC and value is not None})
+    if validation.error_messages:
+        raise BadRequest("; ".join(validation.error_messages))
+    return store_options(validation.validated_parameters)
 
 
 def validate_definition(definition: Object, existing: Object | None) -> None:

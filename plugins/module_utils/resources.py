@@ -265,8 +265,10 @@ def _is_namespace(obj: Object) -> bool:
 
 
 def find(store: Store, api_version: str, kind: str, name: str | None = None, namespace: str | None = None,
-         label_selectors: list[str] | None = None) -> list[Object]:
-    """Objects by name or by label selector; nothing found is an empty list, not an error."""
+         label_selectors: list[str] | None = None, secret_data: bool = False) -> list[Object]:
+    """Objects by name or by label selector; nothing found is an empty list, not an error. A Secret's values are
+    hidden unless ``secret_data`` (resource_info and the resource lookup, asked for Secrets on purpose, return
+    them as stored, base64, as kubernetes.core's k8s_info does)."""
     if name:
         try:
             found = [store.get(Ref(api_version, kind, name, namespace or "default"))]
@@ -277,7 +279,7 @@ def find(store: Store, api_version: str, kind: str, name: str | None = None, nam
             found = [o for o in found if selector.matches(o["metadata"].get("labels"))]
     else:
         found = store.list(api_version, kind, namespace, label_selectors)
-    return [hide_secret_data(o) for o in found]
+    return found if secret_data else [hide_secret_data(o) for o in found]
 
 
 def check_one_source(definition: Any, src: str | None, kind: str | None, name: str | None, state: str) -> None:

@@ -12,7 +12,12 @@ description:
   - Reads objects of one kind from the store (the local SQLite file or a Kubernetes cluster), by name or by
     label selector.
   - Nothing found is an empty list, not a failure.
-  - Argument names follow M(kubernetes.core.k8s_info). The values of a Secret's C(data) are never returned.
+  - Argument names follow M(kubernetes.core.k8s_info).
+  - A Secret is returned with its C(data) as stored (base64), as M(kubernetes.core.k8s_info) returns it, so a
+    play can read a rendered C(network_data) or C(meta_data). Set C(no_log) to C(true) on a task that reads
+    Secrets, or their values are printed with the result (C(-v)) and kept in whatever records the play's results.
+  - Only this module and the P(metal3.baremetal.resource#lookup) lookup return a Secret's values, and only when
+    asked for Secrets; M(metal3.baremetal.resource) hides them in its result and diff.
 options:
   api_version:
     description: apiVersion of the objects.
@@ -48,6 +53,21 @@ attributes:
 """
 
 EXAMPLES = r"""
+- name: The network_data a machine's data template rendered (a Secret, read on purpose)
+  metal3.baremetal.resource_info:
+    kind: Secret
+    name: my-cluster-controlplane-0-networkdata
+    namespace: metal3
+  register: rendered
+  no_log: true
+
+- name: Use it
+  ansible.builtin.copy:
+    dest: /srv/network_data.json
+    content: "{{ rendered.resources[0].data.networkData | b64decode }}"
+    mode: "0600"
+  no_log: true
+
 - name: Every host of rack a
   metal3.baremetal.resource_info:
     api_version: metal3.io/v1alpha1
@@ -73,6 +93,13 @@ resources:
   type: list
   elements: dict
   sample: [{"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "node-0"}}]
+  contains:
+    data:
+      description:
+        - Of a Secret, its values as stored (base64), as M(kubernetes.core.k8s_info) returns them. Set
+          C(no_log) on the task.
+      returned: for a Secret
+      type: dict
 """
 
 from typing import Any
@@ -88,7 +115,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     namespace = params["namespace"] or ("default" if params["name"] else None)
     with open_store(store_options(params)) as store:
         resources = find(store, params["api_version"], params["kind"], params["name"], namespace,
-                         params["label_selectors"])
+                         params["label_selectors"], secret_data=True)
     return {"changed": False, "resources": resources}
 
 

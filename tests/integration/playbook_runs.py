@@ -28,6 +28,20 @@ def ansible_playbook(playbook: str | Path, extra_vars: dict | None = None, *args
     path = Path(playbook)
     if not path.is_absolute():
         path = PLAYBOOKS / path
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(path), *args]
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]
+    return _run(command, env, timeout)
+
+
+def ansible_inventory(source: str | Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+    """``ansible-inventory -i SOURCE ARGS`` (``--graph``, ``--list``), as ansible_playbook runs a playbook."""
+    return _run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(source), *args], env, timeout)
+
+
+def _run(command: list[str], env: dict[str, str] | None, timeout: float) -> Run:
     environment = {
         **os.environ,
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / "build" / "collections"),
@@ -38,11 +52,6 @@ def ansible_playbook(playbook: str | Path, extra_vars: dict | None = None, *args
         "ANSIBLE_FORCE_COLOR": "0",
         **(env or {}),
     }
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(path), *args]
-    if extra_vars:
-        command += ["-e", json.dumps(extra_vars)]
-    if netns:
-        command = ["ip", "netns", "exec", netns, *command]
     completed = subprocess.run(command, env=environment, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                                check=False)
     return Run(completed.returncode, completed.stdout + completed.stderr)

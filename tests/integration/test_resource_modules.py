@@ -1,6 +1,7 @@
 """metal3.baremetal.resource and resource_info through ansible-playbook, on both backends."""
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 from tests.integration.playbook_runs import ansible_playbook
@@ -37,6 +38,8 @@ def test_resource_and_resource_info_in_a_playbook(store_options, namespace, tmp_
                            "-v")
     assert run.ok, run.output
     assert "correct-horse-battery-staple" not in run.output
+    # resource_info returned it on purpose (the playbook decodes it), under no_log: not even base64 is printed
+    assert base64.b64encode(b"correct-horse-battery-staple").decode() not in run.output
     assert "Traceback" not in run.output
 
 

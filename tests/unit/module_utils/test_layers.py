@@ -26,7 +26,7 @@ LAYERS = {
     "ipam": 5,
     "hosts": 6,
     "capm3": 7,
-    "engine": 8, "daemon": 8,
+    "engine": 8, "daemon": 8, "inventory": 8,
     "module_spec": 9, "args": 9,
     "ansible_module": 10,
 }
