@@ -54,7 +54,7 @@ def index_costs(options: dict, sizes: list[int]) -> list[dict]:
                     store.patch_status(ref, {"status": {field: {f"new-{i}": "10.129.0.1"} for field in copies}})
                 patch_ms = (time.perf_counter() - started) * 1000 / REPEAT
                 started = time.perf_counter()
-                for _ in range(REPEAT):
+                for _repeat in range(REPEAT):
                     pool = store.get(ref)
                 get_ms = (time.perf_counter() - started) * 1000 / REPEAT
                 rows.append({"keys": size, "maps": " + ".join(copies), "patch_ms": round(patch_ms, 1),
@@ -67,7 +67,7 @@ def _writer(options: dict, writes: int, way: str, barrier, results) -> None:
     requests = 0
     with open_store(options) as store:
         barrier.wait()
-        for _ in range(writes):
+        for _write in range(writes):
             if way == "compare-and-swap":
                 while True:
                     shared = store.get(SHARED)
@@ -88,12 +88,12 @@ def write_ceiling(options: dict, way: str, writers: int, writes: int) -> dict:
     barrier = multiprocessing.Barrier(writers + 1)
     results: multiprocessing.Queue = multiprocessing.Queue()
     processes = [multiprocessing.Process(target=_writer, args=(options, writes, way, barrier, results))
-                 for _ in range(writers)]
+                 for _writer in range(writers)]
     for process in processes:
         process.start()
     barrier.wait()
     started = time.perf_counter()
-    requests = sum(results.get() for _ in processes)
+    requests = sum(results.get() for _process in processes)
     elapsed = time.perf_counter() - started
     for process in processes:
         process.join()

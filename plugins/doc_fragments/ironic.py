@@ -10,7 +10,9 @@ options:
     description:
       - The openstacksdk cloud (an entry of C(clouds.yaml)) of the Ironic to use, as the metal3.baremetal.ironic
         role writes it.
-      - When not set, E(OS_CLOUD), else C(metal3). E(OS_CLIENT_CONFIG_FILE) names another clouds.yaml.
+      - When not set, E(OS_CLOUD); else C(metal3) when clouds.yaml has it; else the only cloud clouds.yaml has,
+        whatever its name (the clouds.yaml of AWX's OpenStack credential); several clouds and none chosen is
+        an error. E(OS_CLIENT_CONFIG_FILE) names another clouds.yaml.
       - Ignored when O(ironic_url) is set.
     type: str
   ironic_url:

@@ -151,7 +151,7 @@ assert ptyprocess.PtyProcess.close is patched, "patched twice"
 
 
 @pytest.mark.parametrize("requirements, package", [
-    ("requirements.txt", "ansible-core"),
+    ("operator/requirements.txt", "ansible-core"),
     ("operator/requirements.txt", "ansible-runner"),
     ("operator/requirements.txt", "ptyprocess"),
 ])

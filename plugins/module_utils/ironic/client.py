@@ -63,7 +63,46 @@ class IronicOptions:
                    deploy_iso=params.get("deploy_iso_url") or "")
 
     def describe(self) -> str:
-        return self.endpoint or f"cloud {self.cloud or os.environ.get('OS_CLOUD') or 'metal3'!r}"
+        if self.endpoint:
+            return self.endpoint
+        try:
+            return f"cloud {cloud_name(self.cloud)!r}"
+        except IronicUnavailable:
+            return "no cloud chosen"
+
+
+# The cloud the metal3.baremetal.ironic role writes into clouds.yaml.
+DEFAULT_CLOUD = "metal3"
+
+
+def cloud_name(cloud: str | None) -> str:
+    """The clouds.yaml entry to use: ``cloud`` (ironic_cloud), else OS_CLOUD; else ``metal3`` when clouds.yaml has
+    it (or has no cloud at all: openstacksdk then says what it did not find); else the only cloud clouds.yaml has,
+    whatever its name - AWX's OpenStack credential writes a clouds.yaml of one cloud named after the credential and
+    points OS_CLIENT_CONFIG_FILE at it. Several clouds and none of them ``metal3``: which one is the caller's
+    choice, and the error says so."""
+    chosen = cloud or os.environ.get("OS_CLOUD")
+    if chosen:
+        return chosen
+    try:
+        from openstack.config import loader
+    except ImportError:
+        return DEFAULT_CLOUD  # connecting says the library is missing
+    try:
+        config = loader.OpenStackConfig()
+    except Exception as e:  # openstacksdk's config errors, YAML's, the file's: an unreadable or invalid clouds.yaml
+        raise IronicUnavailable(f"Ironic: cannot read clouds.yaml: {_first_line(e)}") from None
+    # A "defaults" cloud of openstacksdk's defaults is its stand-in when no file and no OS_* variable gives one.
+    clouds = config.cloud_config["clouds"]
+    names: list[str] = sorted(str(name) for name in clouds
+                              if not (name == "defaults" and clouds[name] == config.defaults))
+    if DEFAULT_CLOUD in names or not names:
+        return DEFAULT_CLOUD
+    if len(names) == 1:
+        return names[0]
+    raise IronicUnavailable(f"Ironic: {config.config_filename or 'clouds.yaml'} has several clouds "
+                            f"({', '.join(names)}) and none is chosen: set ironic_cloud (or OS_CLOUD) to one of "
+                            "them, or ironic_url")
 
 
 Node = dict[str, Any]
@@ -101,7 +140,9 @@ class Ironic:
                 else:
                     settings.update(auth_type="none", auth={"endpoint": opts.endpoint})
                 return openstack.connect(load_yaml_config=False, load_envvars=False, **settings)
-            return openstack.connect(cloud=opts.cloud or os.environ.get("OS_CLOUD") or "metal3", **settings)
+            return openstack.connect(cloud=cloud_name(opts.cloud), **settings)
+        except IronicUnavailable:
+            raise
         except Exception as e:  # openstacksdk's config errors: no such cloud, unreadable clouds.yaml
             raise IronicUnavailable(f"Ironic: cannot use {opts.describe()}: {_first_line(e)}") from None
 
