@@ -215,8 +215,9 @@ def manifests_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
 class AwxJob:
     """One private data directory per job, as AWX prepares it for ansible-runner."""
 
-    def __init__(self, base: Path, collections: Path, envvars: dict[str, str]):
+    def __init__(self, base: Path, collections: Path, envvars: dict[str, str], project: Path = AWX_EXAMPLE / "project"):
         self.base, self.collections, self.envvars, self.count = base, collections, envvars, 0
+        self.project = project
 
     def run(self, playbook: str, extravars: dict[str, str]) -> tuple[dict[str, Any], str]:
         assert all(isinstance(value, str) for value in extravars.values())  # a survey's answers
@@ -224,7 +225,7 @@ class AwxJob:
         pdd = self.base / f"job-{self.count}"
         (pdd / "env").mkdir(parents=True)
         (pdd / "inventory").mkdir()
-        shutil.copytree(AWX_EXAMPLE / "project", pdd / "project")
+        shutil.copytree(self.project, pdd / "project")
         (pdd / "env" / "extravars").write_text(json.dumps(extravars))
         (pdd / "env" / "envvars").write_text(json.dumps({
             **self.envvars, "ANSIBLE_COLLECTIONS_PATH": str(self.collections), "ANSIBLE_NOCOLOR": "1",
@@ -317,3 +318,57 @@ def test_the_playbooks_run_as_awx_runs_them_from_the_installed_tarball(tmp_path:
     with LocalStore(str(store)) as reader:
         assert reader.list(METAL3, "HostClaim", f"tenant-{tag}") == []
         assert not [h for h in reader.list(METAL3, "BareMetalHost", namespace) if h["spec"].get("consumerRef")]
+
+
+# AWX's "OpenShift or Kubernetes API Bearer Token" credential injects these, and no kubeconfig.
+ADDRESSES = """\
+- name: An address from a pool, on the cluster AWX's Kubernetes credential names
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The pool
+      metal3.baremetal.ip_pool:
+        name: awx
+        namespace: "{{ awx_namespace }}"
+        spec: {namePrefix: awx, pools: [{start: 192.168.30.10, end: 192.168.30.20}], prefix: 24}
+    - name: A claim on it
+      metal3.baremetal.ip_claim:
+        name: web
+        namespace: "{{ awx_namespace }}"
+        pool: awx
+      register: awx_claim
+    - name: Say what it got
+      ansible.builtin.debug:
+        msg: "address {{ awx_claim.address }}"
+"""
+
+
+def test_awxs_kubernetes_credential_selects_the_cluster_without_a_kubeconfig(tmp_path: Path, installed, kube_cluster):
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_cluster.api_client())
+    namespace = kube_cluster.new_namespace("awx")
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "awx"}})
+    rbac = client.RbacAuthorizationV1Api(kube_cluster.api_client())
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "awx"}, "rules": [
+        {"apiGroups": ["ipam.metal3.io"], "resources": ["*"], "verbs": ["*"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "awx"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "awx"},
+        "subjects": [{"kind": "ServiceAccount", "name": "awx", "namespace": namespace}]})
+    token = core.create_namespaced_service_account_token("awx", namespace, {"spec": {"expirationSeconds": 3600}})
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "addresses.yml").write_text(ADDRESSES)
+    job = AwxJob(tmp_path / "jobs", installed, {
+        "METAL3_BACKEND": "kubernetes", "K8S_AUTH_HOST": kube_cluster.server,
+        "K8S_AUTH_API_KEY": token.status.token, "K8S_AUTH_SSL_CA_CERT": str(kube_cluster.ca_cert),
+        "K8S_AUTH_VERIFY_SSL": "True", "KUBECONFIG": str(tmp_path / "none")}, project)
+    stats, output = job.run("addresses.yml", {"awx_namespace": namespace})
+    assert "address 192.168.30.10" in output, output
+    assert token.status.token not in output
+    claim = client.CustomObjectsApi(kube_cluster.api_client()).get_namespaced_custom_object(
+        "ipam.metal3.io", "v1alpha1", namespace, "ipclaims", "web")
+    assert claim["status"]["address"]["name"] == "awx-192-168-30-10"
+    stats, output = job.run("addresses.yml", {"awx_namespace": namespace})
+    assert changed(stats) == 0, output
