@@ -85,9 +85,11 @@ def _writer(options: dict, writes: int, way: str, barrier, results) -> None:
 
 
 def write_ceiling(options: dict, way: str, writers: int, writes: int) -> dict:
-    barrier = multiprocessing.Barrier(writers + 1)
-    results: multiprocessing.Queue = multiprocessing.Queue()
-    processes = [multiprocessing.Process(target=_writer, args=(options, writes, way, barrier, results))
+    # Spawned, not forked: a child forked from a process that has spoken TLS to the API server may die at start.
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(writers + 1)
+    results = spawn.Queue()
+    processes = [spawn.Process(target=_writer, args=(options, writes, way, barrier, results))
                  for _writer in range(writers)]
     for process in processes:
         process.start()
