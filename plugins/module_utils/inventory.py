@@ -26,7 +26,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import CONTROL_PLANE_LABEL
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Forbidden, Invalid, NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, split_reference
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
@@ -200,7 +200,7 @@ class _Facts:
             claim, pool = (spec.get("claim") or {}).get("name"), (spec.get("pool") or {}).get("name")
             if claim and pool and spec.get("address"):
                 self.addresses.setdefault((address["metadata"].get("namespace"), claim), {})[pool] = spec["address"]
-        self.machine_claims = {_split(_annotations(m).get(HOST_CLAIM_ANNOTATION, ""), m)
+        self.machine_claims = {split_reference(_annotations(m)[HOST_CLAIM_ANNOTATION], m["metadata"]["namespace"])
                                for m in objects.get(MACHINE[1], []) if _annotations(m).get(HOST_CLAIM_ANNOTATION)}
         self.consumers = {(kind, ns, o["metadata"]["name"]) for (_api, kind) in (MACHINE, CLAIM)
                           for o in objects.get(kind, []) for ns in [o["metadata"].get("namespace")]}
@@ -216,7 +216,7 @@ class _Facts:
 
     # -- one record per kind ------------------------------------------------------------------------------
     def machine(self, m3m: Object) -> tuple[HostRecord, Object]:
-        namespace = m3m["metadata"].get("namespace")
+        namespace = m3m["metadata"]["namespace"]
         spec, status = m3m.get("spec") or {}, m3m.get("status") or {}
         owner = owner_named(m3m, "Machine")
         machine = self.machines.get((namespace, owner["name"])) if owner else None
@@ -224,7 +224,8 @@ class _Facts:
         host = _annotations(m3m).get(HOST_ANNOTATION, "")
         claim_ref = _annotations(m3m).get(HOST_CLAIM_ANNOTATION, "")
         if not host and claim_ref:  # HostClaim mode: the host the claim is bound to
-            bound = ((self.claims.get(_split(claim_ref, m3m)) or {}).get("status") or {}).get("bareMetalHost") or {}
+            claim = self.claims.get(split_reference(claim_ref, namespace)) or {}
+            bound = (claim.get("status") or {}).get("bareMetalHost") or {}
             host = f"{bound.get('namespace', namespace)}/{bound['name']}" if bound.get("name") else ""
         role = "control_plane" if CONTROL_PLANE_LABEL in labels else "worker"
         cluster = labels.get(CLUSTER_NAME_LABEL) or ((machine or {}).get("spec") or {}).get("clusterName", "")
@@ -336,9 +337,3 @@ def _labels(obj: Object) -> dict[str, str]:
 
 def _annotations(obj: Object) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def _split(reference: str, owner: Object) -> tuple[str | None, str]:
-    """``<namespace>/<name>`` (or a bare name, in the owner's namespace) as (namespace, name)."""
-    namespace, _slash, name = reference.rpartition("/")
-    return namespace or owner["metadata"].get("namespace"), name

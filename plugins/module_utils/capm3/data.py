@@ -36,7 +36,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
     NotFound,
     TooManyConflicts,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, controlled_by
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    Object,
+    Ref,
+    controlled_by,
+    split_reference,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff, retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim
@@ -259,14 +264,14 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
     machine = owner_named(m3m, "Machine")
     annotations = m3m["metadata"].get("annotations") or {}
     host = annotations.get(HOST_ANNOTATION)
-    host_ns, _slash, host_name = (host or "").rpartition("/")
-    claim_ns, _slash, claim_name = (annotations.get(HOST_CLAIM_ANNOTATION) or "").rpartition("/")
+    host_ns, host_name = split_reference(host or "", namespace)
+    claim_ns, claim_name = split_reference(annotations.get(HOST_CLAIM_ANNOTATION) or "", namespace)
     bare_metal_host: Object | None
     if claim_name:  # HostClaim mode: the host as its claim shows it
-        host_claim = store.get_if_exists(Ref(BMH_API, hostclaim.KIND, claim_name, claim_ns or namespace))
+        host_claim = store.get_if_exists(Ref(BMH_API, hostclaim.KIND, claim_name, claim_ns))
         bare_metal_host = hostclaim.host_view(store, host_claim)
     else:
-        bare_metal_host = store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, host_ns or namespace)) \
+        bare_metal_host = store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, host_ns)) \
             if host else None
     found = {"machine": store.get_if_exists(Ref(CAPI_API, "Machine", machine["name"], namespace)) if machine else None,
              "baremetalhost": bare_metal_host}

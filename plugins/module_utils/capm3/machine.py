@@ -47,6 +47,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     Ref,
     controlled_by,
     secret_values,
+    split_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
@@ -143,8 +144,8 @@ class _Flow:
     def _host_ref(self) -> Ref | None:
         if not self.host_name:
             return None
-        namespace, _slash, name = self.host_name.rpartition("/")
-        return Ref(BMH_API, "BareMetalHost", name, namespace or self.ref.namespace)
+        namespace, name = split_reference(self.host_name, self.ref.namespace)
+        return Ref(BMH_API, "BareMetalHost", name, namespace)
 
     def _owner_machine(self) -> Object | None:
         owner = owner_named(self.m3m, "Machine")

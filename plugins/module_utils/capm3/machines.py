@@ -36,6 +36,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     check_name,
     check_namespace,
     dns_label_problem,
+    split_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
@@ -152,6 +153,8 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
              sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
+    one_step = not targets or dry_run
+
     def step() -> list[MachineResult]:
         with store_factory() as store:
             if name:
@@ -162,18 +165,18 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                      for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report("Metal3Machine", f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
-        if not targets or dry_run:  # one step: the hosts have reconciles of their own (the operator's)
+        if one_step:  # the hosts have reconciles of their own (the operator's)
             return steps
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
         hosts = sorted({s.host for s in steps if s.host})
-        host_refs = [Ref(BMH_API, "BareMetalHost", h.rpartition("/")[2], h.rpartition("/")[0] or namespace)
-                     for h in hosts]
+        host_refs = [Ref(BMH_API, "BareMetalHost", name, host_namespace)
+                     for host_namespace, name in (split_reference(h, namespace) for h in hosts)]
         if host_refs:
             reconcile_hosts(store_factory, ironic, host_refs, (), 0, concurrency)
         return steps
 
     def verdict(steps: list[MachineResult]) -> bool | None:
-        if not targets or dry_run:
+        if one_step:
             return True
         present = [s for s in steps if s.obj is not None]
         if all(s.ready for s in present) if "ready" in targets else not present:

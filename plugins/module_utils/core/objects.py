@@ -112,8 +112,20 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
+def split_reference(reference: str, namespace: str) -> tuple[str, str]:
+    """``<namespace>/<name>`` (the form of the host and HostClaim annotations and of a module's host names) as
+    (namespace, name); a bare name is in ``namespace``."""
+    given, _slash, name = reference.rpartition("/")
+    return given or namespace, name
+
+
+def rfc3339(moment: datetime.datetime) -> str:
+    """A moment as Kubernetes writes timestamps: UTC, whole seconds, ``Z``."""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.datetime.now(datetime.UTC))
 
 
 def clone(obj: Any) -> Any:

@@ -33,6 +33,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     Ref,
     controlled_by,
     now,
+    split_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
@@ -598,24 +599,25 @@ def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, r
     """Step the claims named by ``refs`` and their hosts until every one reaches ``target`` (bound, provisioned,
     deleted), or time is up, or a claim cannot go on (its ``error``). No target: one step of each claim; its host
     has a reconcile of its own (the operator's)."""
+    one_step = target is None or dry_run
+
     def step() -> list[ClaimResult]:
         with store_factory() as store:
             steps = [reconcile_host_claim(store, ref, dry_run) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report(KIND, f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
-        if target is None or dry_run:
+        if one_step:
             return steps
         hosts = sorted({s.host for s in steps if s.host})
         if hosts:  # from a bastion nobody else reconciles the hosts, so this loop does
             reconcile_hosts(store_factory, ironic,
-                            [Ref(API, HOST_KIND, h.partition("/")[2], h.partition("/")[0]) for h in hosts],
+                            [Ref(API, HOST_KIND, name, namespace)
+                             for namespace, name in (split_reference(h, "") for h in hosts)],
                             (), 0, concurrency)
         return steps
 
     def verdict(steps: list[ClaimResult]) -> bool | None:
-        if target is None or dry_run:
-            return True
-        if all(_reached(s, target) for s in steps):
+        if target is None or dry_run or all(_reached(s, target) for s in steps):
             return True
         return False if any(s.error for s in steps) else None
 

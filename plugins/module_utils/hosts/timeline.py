@@ -31,7 +31,8 @@ from typing import Any, Union
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, rfc3339
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import host_state
 
 # Phases, in the order a host goes through them, and their colours (the legend's order).
 PHASES: tuple[tuple[str, str], ...] = (
@@ -92,21 +93,13 @@ class HostRow:
     def summary(self) -> dict[str, Any]:
         namespace, _slash, name = self.label.partition("/")
         return {"name": name, "namespace": namespace, "state": self.state,
-                "phases": [{"phase": b.phase, "start": _stamp(b.start), "end": _stamp(b.end),
+                "phases": [{"phase": b.phase, "start": rfc3339(b.start), "end": rfc3339(b.end),
                             "seconds": int(b.seconds)} for b in self.bars]}
-
-
-def _stamp(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _label(host: Object) -> str:
     metadata = host.get("metadata") or {}
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or '?'}"
-
-
-def _state(host: Object) -> str:
-    return str((((host.get("status") or {}).get("provisioning") or {}).get("state")) or "")
 
 
 def _entered(host: Object, state: str, warnings: list[str]) -> datetime.datetime | None:
@@ -139,7 +132,7 @@ def latest_time(hosts: list[Object]) -> datetime.datetime | None:
 
 def host_bars(host: Object, now: datetime.datetime, warnings: list[str]) -> HostRow:
     """The bars of one host, in time order and not overlapping; what could not be read goes to ``warnings``."""
-    label, state = _label(host), _state(host)
+    label, state = _label(host), host_state(host)
     history = (host.get("status") or {}).get("operationHistory") or {}
     operations: list[tuple[str, str, datetime.datetime, datetime.datetime | None]] = []
     for operation, phase in OPERATIONS:
@@ -287,7 +280,7 @@ def layout(rows: list[HostRow], title: str = "Provisioning timeline") -> Layout:
         return plot_left + (moment - origin).total_seconds() * scale
 
     shapes: list[Shape] = [Rect(0, 0, WIDTH, height, "#ffffff")]
-    subtitle = f"{len(rows)} host{'s' if len(rows) != 1 else ''}, from {_stamp(origin)}" if starts else \
+    subtitle = f"{len(rows)} host{'s' if len(rows) != 1 else ''}, from {rfc3339(origin)}" if starts else \
         f"{len(rows)} host{'s' if len(rows) != 1 else ''}, nothing recorded yet"
     shapes += [Text(16, 20, title, 17, bold=True), Text(16, 42, subtitle, 12, fill="#546e7a")]
     # The legend, one swatch per phase, on one line.
@@ -316,8 +309,8 @@ def layout(rows: list[HostRow], title: str = "Provisioning timeline") -> Layout:
         for segment in row.bars:
             left, right = x_of(segment.start), x_of(segment.end)
             row_shapes.append(Rect(left, middle - BAR / 2, max(2.0, right - left), BAR, COLOURS[segment.phase],
-                                   title=f"{row.label} {segment.phase} {_stamp(segment.start)} - "
-                                         f"{_stamp(segment.end)} ({elapsed_label(segment.seconds)})"))
+                                   title=f"{row.label} {segment.phase} {rfc3339(segment.start)} - "
+                                         f"{rfc3339(segment.end)} ({elapsed_label(segment.seconds)})"))
         if not row.bars:
             row_shapes.append(Text(plot_left + 6, middle, f"nothing recorded ({row.state or 'none'})", 11,
                                    fill="#78909c"))
