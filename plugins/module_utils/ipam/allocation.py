@@ -373,7 +373,10 @@ class _Candidates:
         offset = self.pool.offset_of(address)
         if offset is not None:
             self.in_use.add(offset)
-            self.start = offset
+            if self.pool.strategy == "random":
+                # Sequential windows stay at the pool's lowest free addresses, so that the gaps a herd leaves
+                # behind are the next claims' first picks.
+                self.start = offset
         self.losses += 1
         self.lost_addresses.add(address)
         # The index as it is now: with the addresses the claimers racing this one have since written there.

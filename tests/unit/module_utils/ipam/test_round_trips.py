@@ -123,3 +123,23 @@ def test_a_claimer_whose_hint_meets_a_pool_that_moved_on_spreads_out_before_its_
     address, requests = allocate(store, "herd")
     assert address in {f"10.0.0.{i}" for i in range(2, 66)}
     assert requests["create IPAddress"] == 1
+
+
+def test_a_herd_claimer_that_loses_its_spread_pick_picks_again_among_the_lowest_free_addresses(store, monkeypatch):
+    """The window a claimer spreads over starts at the pool's first free address, however high the address it
+    lost: so the gaps a herd leaves behind are the next picks, and never more than a window of them stays open."""
+    from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation
+
+    monkeypatch.setattr(allocation.random, "choice", lambda free: free[-1])  # the highest of each window
+    store.create({"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": {"name": "pool-10-0-0-65", "namespace": NS},
+                  "spec": {"address": "10.0.0.65", "pool": {"name": "pool"}, "claim": {"name": "elsewhere"}}})
+    real_patch = store.inner.patch_status
+
+    def another_claimer_writes_first(ref, patch, **kwargs):
+        if (patch.get("metadata") or {}).get("resourceVersion"):
+            real_patch(ref, {"status": {"indexes": {"other": "10.0.0.1"}, "allocations": {"other": "10.0.0.1"}}})
+        return real_patch(ref, patch, **kwargs)
+
+    store.inner.patch_status = another_claimer_writes_first
+    address, _requests = allocate(store, "herd")  # spreads to .65 (taken), then the window .2-.64, .66
+    assert address == "10.0.0.66"
