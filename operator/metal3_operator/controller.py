@@ -19,6 +19,7 @@ from metal3_operator.informer import Informer
 from metal3_operator.metrics import Metrics
 from metal3_operator.ratelimit import Clock
 from metal3_operator.reconciler import Reconciler, RoleRunner
+from metal3_operator.waiters import Waiters
 from metal3_operator.watches import Watch
 from metal3_operator.workqueue import WorkQueue
 from metal3_operator.writes import EventRecorder, ObjectWriter
@@ -30,7 +31,7 @@ COMPONENT = "metal3-baremetal-operator"
 class Controller:
     def __init__(self, w: Watch, api: client.ApiClient, store: Store, runner: RoleRunner, metrics: Metrics,
                  workers: int, reconcile_period: float, namespaces: list[str], verbosity: int = 0,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, waiters: Waiters | None = None) -> None:
         self.watch = w
         self.runner = runner
         self.workers = max(1, workers)
@@ -39,10 +40,12 @@ class Controller:
         self.cancelling = threading.Event()
         self.queue = WorkQueue(clock=clock)
         self.cache = Cache(w.api_version, w.kind)
-        self.informer = Informer(w, api, self.cache, self.namespaces, self.queue.add, self._synced, self.stopping)
+        self.informer = Informer(w, api, self.cache, self.namespaces, self.queue.add, self._synced, self.stopping,
+                                 self._observed)
+        self.waiters = waiters
         self.reconciler = Reconciler(w, self.cache, runner, self.queue, ObjectWriter(store),
                                      EventRecorder(store, COMPONENT), metrics, reconcile_period, verbosity,
-                                     self.cancelling.is_set)
+                                     self.cancelling.is_set, waiters)
         self.synced = self.informer.synced
         self.threads: list[threading.Thread] = []
         metrics.track_queue(w.name, self.queue)
@@ -88,6 +91,16 @@ class Controller:
         for key in self.runner.objects(self.watch):
             if (key[0] in self.namespaces or self.namespaces == [""]) and self.cache.get(*key) is None:
                 self.queue.add(key)
+
+    def _observed(self, key: Key) -> None:
+        """An object of the kind changed: whatever waits on it may go on."""
+        if self.waiters:
+            self.waiters.changed(self.watch.group, self.watch.kind, *key)
+
+    def watches(self, group: str, kind: str, namespace: str) -> bool:
+        """Whether this controller's informer sees the changes of ``kind`` objects in ``namespace``."""
+        return (group, kind) == (self.watch.group, self.watch.kind) and \
+            (self.namespaces == [""] or namespace in self.namespaces)
 
     # -- work -------------------------------------------------------------------------------------------------
 

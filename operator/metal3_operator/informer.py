@@ -35,18 +35,25 @@ def wants_reconcile(old: dict[str, Any] | None, new: dict[str, Any], annotations
     return annotations and o.get("annotations") != n.get("annotations")
 
 
+def _version(obj: dict[str, Any] | None) -> str | None:
+    return obj["metadata"].get("resourceVersion") if obj else None
+
+
 class Informer:
     """Keeps ``cache`` in step with the cluster for each of ``namespaces`` ("" for all), calling ``changed`` with
-    the key of each object that wants a reconcile, and ``synced`` once every namespace was listed."""
+    the key of each object that wants a reconcile, ``observed`` with the key of each object that changed in any
+    way (its status too: what waiters wait on), and ``synced`` once every namespace was listed."""
 
     def __init__(self, w: Watch, api: client.ApiClient, cache: Cache, namespaces: list[str],
-                 changed: Callable[[Key], None], synced: Callable[[], None], stopping: threading.Event) -> None:
+                 changed: Callable[[Key], None], synced: Callable[[], None], stopping: threading.Event,
+                 observed: Callable[[Key], None] = lambda key: None) -> None:
         self.watch = w
         self.api = api
         self.custom = client.CustomObjectsApi(api)
         self.cache = cache
         self.namespaces = namespaces or [""]
         self.changed = changed
+        self.observed = observed
         self.on_synced = synced
         self.stopping = stopping
         self.synced = threading.Event()
@@ -103,6 +110,8 @@ class Informer:
         changed = [key_of(o) for o in items if wants_reconcile(replaced[key_of(o)], o, annotations)]
         for key in [*gone, *changed]:
             self.changed(key)
+        for key in [*gone, *(key_of(o) for o in items if _version(replaced[key_of(o)]) != _version(o))]:
+            self.observed(key)
         self._synced_namespaces.add(namespace)
         if len(self._synced_namespaces) == len(self.namespaces) and not self.synced.is_set():
             self.on_synced()
@@ -132,6 +141,7 @@ class Informer:
                     self.changed(key)
                 elif wants_reconcile(self.cache.put(obj), obj, self.watch.watch_annotations_changes):
                     self.changed(key)
+                self.observed(key)
         except ApiException as e:
             if e.status == 410:
                 return None

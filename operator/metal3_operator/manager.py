@@ -35,6 +35,7 @@ from metal3_operator.leader import LeaderElector  # noqa: E402
 from metal3_operator.metrics import Metrics, metrics_route, probe, serve  # noqa: E402
 from metal3_operator.proxy import Proxy  # noqa: E402
 from metal3_operator.runner import Runner  # noqa: E402
+from metal3_operator.waiters import Waiters  # noqa: E402
 from metal3_operator.watches import Watch, WatchesError, load, parse_duration, parse_int  # noqa: E402
 
 log = logging.getLogger("metal3_operator")
@@ -138,8 +139,11 @@ class Manager:
         if self.proxy:
             envvars["K8S_AUTH_KUBECONFIG"] = str(self.proxy.write_kubeconfig(Path(args.runner_dir) / "kubeconfig"))
         self.runner = Runner(Path(args.runner_dir), envvars, prefork=not args.no_prefork)
+        # Objects waiting on others (an exhausted claim on its pool) come back when an informer sees those change.
+        self.waiters = Waiters(lambda group, kind, namespace: any(c.watches(group, kind, namespace)
+                                                                  for c in self.controllers))
         self.controllers = [Controller(w, self.api, self.store, self.runner, self.metrics, workers, period, namespaces,
-                                       verbosity)
+                                       verbosity, waiters=self.waiters)
                             for w, workers, verbosity in kinds]
 
     def _lead(self) -> None:

@@ -9,7 +9,9 @@ When to look again, as controller-runtime decides from a reconcile's result:
 - the role asked ``requeue_after`` of a period: after that period;
 - the role asked ``requeue_after`` of 0: at once, through the rate limiter, so a role that keeps asking backs off
   instead of looping;
-- neither: after the reconcile period (the CR's annotation, the watch's, or the operator's), if any.
+- neither: after the reconcile period (the CR's annotation, the watch's, or the operator's), if any;
+- the role's requeue_after named objects it waits on (``wait_on``) that an informer of the operator sees: when
+  one of them changes (waiters.py), not after the period.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from metal3_operator.cache import Cache, Key
 from metal3_operator.metrics import Metrics
 from metal3_operator.parameters import extra_vars
 from metal3_operator.runner import Result
+from metal3_operator.waiters import Waiter, Waiters, target_of
 from metal3_operator.watches import Watch, parse_duration, parse_int
 from metal3_operator.workqueue import WorkQueue
 from metal3_operator.writes import EventRecorder, ObjectWriter, ref_of
@@ -51,8 +54,9 @@ class RoleRunner(Protocol):
 class Reconciler:
     def __init__(self, w: Watch, cache: Cache, runner: RoleRunner, queue: WorkQueue, writer: ObjectWriter,
                  events: EventRecorder, metrics: Metrics, reconcile_period: float, verbosity: int = 0,
-                 cancelled: Callable[[], bool] = lambda: False) -> None:
+                 cancelled: Callable[[], bool] = lambda: False, waiters: Waiters | None = None) -> None:
         self.watch = w
+        self.waiters = waiters
         self.cache = cache
         self.runner = runner
         self.queue = queue
@@ -65,8 +69,11 @@ class Reconciler:
         self.cancelled = cancelled
 
     def reconcile(self, key: Key) -> None:
+        mark = self.waiters.mark() if self.waiters else 0
         obj = self.cache.get(*key)
         if obj is None:
+            if self.waiters:
+                self.waiters.forget(self.watch.name, key)
             self.queue.forget(key)
             self.events.forget(key)
             self.runner.forget(self.watch, *key)  # gone: its runs' directory goes too
@@ -108,7 +115,26 @@ class Reconciler:
             return
         self.metrics.reconciled(self.watch, "requeue_after" if result.requeue_after is not None else "success",
                                 elapsed)
+        if self.wait(key, result, mark):
+            return
         self.requeue(key, result.requeue_after, annotations)
+
+    def wait(self, key: Key, result: Result, mark: int) -> bool:
+        """Wait for what the role named to change, when the operator sees it change; False: it does not."""
+        if not self.waiters:
+            return False
+        if not result.wait_on:
+            self.waiters.forget(self.watch.name, key)  # served: it waits no more, and keeps no place
+            return False
+        targets = [target_of(*target) for target in result.wait_on]
+        waited = self.waiters.wait(Waiter(self.watch.name, key, self.queue.add), targets, mark)
+        if waited == "unwatched":
+            return False
+        if waited == "changed":
+            self.queue.add_rate_limited(key)  # what it waits on changed while it ran: once more, now
+            return True
+        self.queue.forget(key)
+        return True
 
     def requeue(self, key: Key, requeue_after: float | None, annotations: dict[str, str]) -> None:
         if requeue_after is not None and requeue_after <= 0:

@@ -71,6 +71,8 @@ class Result:
     # Seconds, when a task asked to be requeued; 0 or less: asked, but for no requeue (the object's finalizer
     # stays all the same), as under the Ansible Operator.
     requeue_after: float | None = None
+    # What the requeue_after task said the object waits on: (apiVersion, kind, namespace, name) each.
+    wait_on: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def message(self) -> str:
         return "\n".join(self.failures)
@@ -85,6 +87,7 @@ class Events:
         self.stats: dict[str, Any] | None = None
         self.failures: list[str] = []
         self.requeue: float | None = None
+        self.wait_on: list[tuple[str, str, str, str]] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event")
@@ -100,6 +103,8 @@ class Events:
                 self.requeue = parse_duration(res.get("period"), "requeue_after: period")
             except WatchesError as e:
                 self.failures.append(str(e))
+            self.wait_on = [(str(t.get("api_version", "")), str(t.get("kind", "")), str(t.get("namespace", "")),
+                             str(t.get("name") or "")) for t in res.get("wait_on") or [] if isinstance(t, dict)]
         return False
 
     def counts(self) -> dict[str, int]:
@@ -201,7 +206,7 @@ class Runner:
             settings={"suppress_ansible_output": True})
         counts = events.counts()
         if runner.status == "successful" and events.stats is not None and not events.failures:
-            return Result(True, [], counts, events.requeue)
+            return Result(True, [], counts, events.requeue, events.wait_on)
         failures = events.failures
         if events.stats is None:
             failures = failures or [f"did not receive playbook_on_stats event ({_stdout_tail(runner)})"]

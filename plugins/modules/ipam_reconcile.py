@@ -16,8 +16,10 @@ description:
   - An IPClaim (C(ipam.metal3.io)) or a Cluster API IPAddressClaim (C(ipam.cluster.x-k8s.io), read and answered
     at v1beta2, the contract's version; a v1beta1 claim reads the same) gets its address and a C(Ready)
     condition; deleted, it releases it. An IPAddressClaim's answer is a C(ipam.cluster.x-k8s.io/v1beta2)
-    IPAddress named after it. Allocation errors (C(Exhausted IP Pools),
-    C(Requested IP not available), ...) fail the task with that message, and are in the claim's status too.
+    IPAddress named after it. Allocation errors are in the claim's status. Those only a change of the pool can
+    cure (C(Exhausted IP Pools), C(Requested IP not available)) do not fail the task: the claim waits, with
+    RV(requeue_after) set and its pool in RV(waits_on); the others (C(Pre-allocated IP out of bounds), a pool that
+    does not serve the claim's namespace, ...) fail it with that message.
   - An IPPool gets its status rebuilt from its IPAddresses, after releasing the addresses (and finalizers) of
     its claims that are being deleted and the addresses whose claim no longer exists; deleted, it goes once
     nothing is allocated from it.
@@ -61,9 +63,19 @@ ready:
   returned: always
   type: bool
 requeue_after:
-  description: Seconds after which to look again (no pool matches yet, a pool still has allocations); null otherwise.
+  description: Seconds after which to look again (no pool matches yet, the pool is exhausted, a pool still has
+    allocations); null otherwise.
   returned: always
   type: float
+waits_on:
+  description:
+    - The objects whose change may let the claim go on (its pool; with a name of C("") any pool of the
+      namespace), in the form M(metal3.baremetal.requeue_after) takes as
+      O(metal3.baremetal.requeue_after#module:wait_on).
+  returned: when the claim waits for a pool
+  type: list
+  elements: dict
+  sample: [{api_version: ipam.metal3.io/v1alpha1, kind: IPPool, namespace: metal3, name: provisioning}]
 address:
   description: The claim's address, when it has one.
   returned: always
@@ -87,6 +99,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.engine import ope
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     CAPI_IPAM_API,
     IPAM_API,
+    WAITING_REQUEUE,
     reconcile_ip_address_claim,
     reconcile_ip_claim,
     reconcile_ip_pool,
@@ -108,7 +121,10 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         allocation = reconcile(store, ref, check_mode)
     result = {**allocation.fields(), "ready": allocation.address is not None,
               "address": allocation.summary()["address"], "object": allocation.obj or {}}
-    if allocation.error:
+    if allocation.error and allocation.waits_on:
+        # Not a failure: the claim waits for its pool to change (an address freed), as upstream's claims do.
+        result["requeue_after"] = WAITING_REQUEUE
+    elif allocation.error:
         result.update(failed=True, msg=f"{kind} {ref.namespace}/{ref.name}: {allocation.error}")
     return result
 

@@ -21,7 +21,11 @@ description:
     for no requeue under the Ansible Operator, and for one at once, through the work queue's rate limiter, under
     the collection's operator (as controller-runtime's C(Requeue)); the collection's roles never send less
     than C(0.1s), so that they mean the same under both.
-  - Under C(ansible-playbook) it only returns C(period).
+  - With O(wait_on), the collection's operator reconciles the object again when one of those objects changes
+    rather than after the period, when it watches their kind in their namespace (else after the period, as the
+    Ansible Operator, which ignores O(wait_on)). Of the objects that wait on one object, it wakes the one that
+    has waited longest at each change; that one's own change, if it took what was freed, wakes the next.
+  - Under C(ansible-playbook) it only returns C(period) (and C(wait_on)).
 extends_documentation_fragment:
   - metal3.baremetal.attributes
 attributes:
@@ -36,6 +40,29 @@ options:
         C(0.5)), which becomes C(10s), C(0.5s).
     type: raw
     required: true
+  wait_on:
+    description:
+      - The objects whose change may let the object go on, such as the pool of an exhausted claim.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      api_version:
+        description: Their apiVersion (only its group counts).
+        type: str
+        required: true
+      kind:
+        description: Their kind.
+        type: str
+        required: true
+      namespace:
+        description: Their namespace.
+        type: str
+        required: true
+      name:
+        description: The object's name; empty for any object of the kind in the namespace.
+        type: str
+        default: ""
 """
 
 EXAMPLES = r"""
@@ -47,6 +74,12 @@ EXAMPLES = r"""
   requeue_after:  # noqa: fqcn[action]
     time: "{{ reconciled.requeue_after }}"
   when: reconciled.requeue_after is not none
+
+- name: Wait for the claim's pool to change (after 10s under the Ansible Operator)
+  requeue_after:  # noqa: fqcn[action]
+    time: 10s
+    wait_on:
+      - {api_version: ipam.metal3.io/v1alpha1, kind: IPPool, namespace: metal3, name: provisioning}
 """
 
 RETURN = r"""
@@ -55,6 +88,12 @@ period:
   returned: always
   type: str
   sample: 30s
+wait_on:
+  description: O(wait_on), each with its name ("" for any).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{api_version: ipam.metal3.io/v1alpha1, kind: IPPool, namespace: metal3, name: provisioning}]
 """
 
 from typing import Any
@@ -65,10 +104,16 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec impor
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
-    return {"changed": False, "period": go_duration(params["time"], "time")}
+    waits = [{**target, "name": target.get("name") or ""} for target in params.get("wait_on") or []]
+    return {"changed": False, "period": go_duration(params["time"], "time"), "wait_on": waits}
 
 
-SPEC = ModuleSpec(argument_spec={"time": {"type": "raw", "required": True}}, run=run)
+WAIT_TARGET = {"api_version": {"type": "str", "required": True}, "kind": {"type": "str", "required": True},
+               "namespace": {"type": "str", "required": True}, "name": {"type": "str", "default": ""}}
+SPEC = ModuleSpec(argument_spec={"time": {"type": "raw", "required": True},
+                                 "wait_on": {"type": "list", "elements": "dict", "default": [],
+                                             "options": WAIT_TARGET}},
+                  run=run)
 
 
 def main() -> None:

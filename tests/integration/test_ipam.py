@@ -108,10 +108,17 @@ def test_an_exhausted_pool_says_so_and_failed_claims_leave_nothing_behind(store,
     assert got == ["192.168.10.10", "192.168.10.11"]
     failed = claim(store, namespace, "c3")
     assert failed.error == EXHAUSTED
+    assert failed.waits_on == [Ref(IPAM_API, "IPPool", "pool", namespace)]  # only its pool's change can serve it
     assert store.get(Ref(IPAM_API, "IPClaim", "c3", namespace))["status"]["errorMessage"] == EXHAUSTED
     assert release(store, namespace, "c3").released
     assert addresses(store, namespace) == ["192.168.10.10", "192.168.10.11"]
     assert [c["metadata"]["name"] for c in store.list(IPAM_API, "IPClaim", namespace)] == ["c1", "c2"]
+
+
+def test_a_claim_of_a_missing_pool_waits_on_that_pool(store, namespace):
+    waiting = claim(store, namespace, "c", pool="later")
+    assert waiting.waiting == f"IPPool {namespace}/later not found"
+    assert waiting.waits_on == [Ref(IPAM_API, "IPPool", "later", namespace)]
 
 
 def test_a_pool_cannot_go_while_it_has_allocations(store, namespace):
@@ -174,6 +181,8 @@ def test_pools_chosen_by_labels(store, namespace, labels, expected):
 def test_a_claim_with_no_matching_pool_waits_with_a_clear_message(store, namespace):
     waiting = claim(store, namespace, "c", pool=None, labels={"cluster.x-k8s.io/network-name": "nowhere"})
     assert waiting.requeue and waiting.address is None
+    # Any pool of the namespaces the labels are looked up in may come to match.
+    assert waiting.waits_on == [Ref(IPAM_API, "IPPool", "", namespace), Ref(IPAM_API, "IPPool", "", "default")]
     message = store.get(Ref(IPAM_API, "IPClaim", "c", namespace))["status"]["errorMessage"]
     assert message == "no IPPool matches cluster.x-k8s.io/network-name=nowhere"
     make_pool(store, namespace, "late", labels={"cluster.x-k8s.io/network-name": "nowhere"})

@@ -3,6 +3,7 @@ it (conditions, events, finalizers, leader election, restarts), on IPPools and I
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -89,6 +90,47 @@ def test_deleted_claim_releases_its_address_and_goes(operators, custom, kube_nam
                               ["status"]["allocations"]) == ["claim-1"], "the pool's allocations updated")
     runs = operator.workdir / "runner" / "ipam.metal3.io" / "v1alpha1" / "IPClaim" / kube_namespace
     eventually(lambda: sorted(p.name for p in runs.iterdir()) == ["claim-1"], "claim-0's run directory removed")
+
+
+def test_claims_of_an_exhausted_pool_wait_without_failing_runs_and_the_oldest_gets_the_first_freed_address(
+        operators, custom, kube_namespace):
+    operator = operators()
+    create_pool(custom, kube_namespace, spec={**POOL_SPEC, "pools": [{"start": "192.168.10.10",
+                                                                      "end": "192.168.10.11"}]})
+    create_claims(custom, kube_namespace, 2)
+    eventually(lambda: ready_claims(custom, kube_namespace, 2), "2 claims Ready")
+    runs = operator.workdir / "runner" / "ipam.metal3.io" / "v1alpha1" / "IPClaim" / kube_namespace
+
+    def exhausted(name: str) -> dict[str, Any] | None:
+        claim = custom.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", name)
+        done = condition(claim, "Running").get("reason") == "Successful"
+        return claim if done and (claim.get("status") or {}).get("errorMessage") == "Exhausted IP Pools" else None
+
+    for name in ("waits-longest", "waits-less"):  # one after the other: their order is the order they wait in
+        custom.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", {
+            "apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPClaim", "metadata": {"name": name},
+            "spec": {"pool": {"name": "pool"}}})
+        claim = eventually(lambda name=name: exhausted(name), f"{name} exhausted, its run done")
+        assert condition(claim, "Failure")["status"] == "False"  # waiting is not failing
+    started = {name: len(list((runs / name / "artifacts").iterdir())) for name in ("waits-longest", "waits-less")}
+    # Longer than the period a timed requeue would have come back after (10 s): nothing changed, nothing ran.
+    time.sleep(15)
+    assert {name: len(list((runs / name / "artifacts").iterdir())) for name in started} == started
+    samples = operator.metrics()
+    assert samples.get('controller_runtime_reconcile_total{controller="ipclaim.ipam.metal3.io",result="error"}',
+                       0) == 0
+
+    held = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in items(custom, kube_namespace, "ipaddresses")}
+    custom.delete_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "claim-0")
+    freed = eventually(lambda: condition(custom.get_namespaced_custom_object(
+        *IPAM, kube_namespace, "ipclaims", "waits-longest"), "Ready").get("status") == "True",
+        "the claim that waited longest Ready")
+    assert freed
+    addresses = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in items(custom, kube_namespace,
+                                                                                "ipaddresses")}
+    assert addresses == {"claim-1": held["claim-1"], "waits-longest": held["claim-0"]}
+    # Woken in turn by that allocation's write to the pool, the newer claim finds it exhausted again.
+    eventually(lambda: exhausted("waits-less"), "waits-less still exhausted, its run done")
 
 
 def test_malformed_spec_gets_a_failure_condition_and_an_event_and_nothing_else(

@@ -14,6 +14,7 @@ from metal3_operator.cache import Cache
 from metal3_operator.metrics import Metrics
 from metal3_operator.reconciler import RECONCILE_PERIOD_ANNOTATION, Reconciler
 from metal3_operator.runner import Result
+from metal3_operator.waiters import Waiters
 from metal3_operator.watches import Finalizer, Watch
 from metal3_operator.workqueue import WorkQueue
 from metal3_operator.writes import EventRecorder, ObjectWriter
@@ -31,7 +32,7 @@ OK = Result(True, stats={"ok": 2, "changed": 1})
 class World:
     """A reconciler over a local store, with the informer's part played by ``sync``."""
 
-    def __init__(self, tmp_path, *results: Result, watch: Watch = WATCH) -> None:
+    def __init__(self, tmp_path, *results: Result, watch: Watch = WATCH, waiters: Waiters | None = None) -> None:
         self.store = LocalStore(str(tmp_path / "store.db"))
         self.clock = FakeClock(START)
         self.queue = WorkQueue(clock=self.clock)
@@ -39,7 +40,7 @@ class World:
         self.runner = FakeRunner(*results)
         self.events = EventRecorder(self.store, "test")
         self.reconciler = Reconciler(watch, self.cache, self.runner, self.queue, ObjectWriter(self.store),
-                                     self.events, Metrics(), 3600.0)
+                                     self.events, Metrics(), 3600.0, waiters=waiters)
 
     def create(self, **metadata: Any) -> None:
         self.store.create({"apiVersion": REF.api_version, "kind": REF.kind,
@@ -129,6 +130,30 @@ def test_when_the_object_comes_back(tmp_path, requeue_after, annotations, due):
     world.create(annotations=annotations)
     world.reconcile()
     assert world.next_due() == due
+
+
+POOL = ("ipam.metal3.io/v1alpha1", "IPPool", "ns", "pool")
+
+
+def test_a_claim_waiting_on_a_watched_pool_comes_back_when_the_pool_changes_not_after_the_period(tmp_path):
+    waiters = Waiters(lambda group, kind, namespace: (group, kind) == ("ipam.metal3.io", "IPPool"))
+    world = World(tmp_path, Result(True, requeue_after=10.0, wait_on=[POOL]), OK, waiters=waiters)
+    world.create()
+    world.reconcile()
+    assert world.next_due() is None  # no run while nothing changed
+    waiters.changed("ipam.metal3.io", "IPPool", "ns", "pool")
+    assert world.next_due() == 0.0
+    world.reconcile()  # served: it waits no more
+    assert waiters.waiting(WATCH.name) == []
+    assert world.next_due() == 600.0  # the watch's period
+
+
+def test_a_claim_waiting_on_what_no_informer_sees_comes_back_after_the_period(tmp_path):
+    waiters = Waiters(lambda group, kind, namespace: False)
+    world = World(tmp_path, Result(True, requeue_after=10.0, wait_on=[POOL]), waiters=waiters)
+    world.create()
+    world.reconcile()
+    assert world.next_due() == 10.0
 
 
 def test_a_role_that_keeps_asking_to_come_back_at_once_backs_off(tmp_path):

@@ -58,6 +58,15 @@ def test_a_requeue_after_task_is_the_requeue(runner, period, requeue):
     assert run(runner, probe_requeue=period).requeue_after == requeue
 
 
+def test_what_a_requeue_after_task_waits_on_reaches_the_operator(runner):
+    pool = {"api_version": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "namespace": "ns", "name": "pool"}
+    any_host = {"api_version": "metal3.io/v1alpha1", "kind": "BareMetalHost", "namespace": "ns"}
+    result = run(runner, probe_requeue="10s", probe_wait_on=[pool, any_host])
+    assert result.requeue_after == 10.0
+    assert result.wait_on == [("ipam.metal3.io/v1alpha1", "IPPool", "ns", "pool"),
+                              ("metal3.io/v1alpha1", "BareMetalHost", "ns", "")]
+
+
 def test_a_run_that_asks_nothing_is_not_requeued(runner):
     cr = {**CR, "spec": {"size": 3}}
     result = run(runner, cr=cr)

@@ -207,7 +207,7 @@ def select_pool(store: Store, namespace: str, labels: dict[str, str]) -> Ref | N
 
 def _pools_named_by(store: Store, namespace: str, labels: dict[str, str]) -> Iterator[Object]:
     """The pools the labels name, namespace by namespace: lazily, as most claims stop at the first."""
-    for pool_namespace in dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]):
+    for pool_namespace in _selection_namespaces(namespace, labels):
         if labels.get(POOL_NAME_LABEL):
             pool_obj = store.get_if_exists(Ref(IPAM_API, "IPPool", labels[POOL_NAME_LABEL], pool_namespace))
             if pool_obj is not None:
@@ -216,6 +216,11 @@ def _pools_named_by(store: Store, namespace: str, labels: dict[str, str]) -> Ite
         wanted = {k: labels[k] for k in (POOL_GROUP_LABEL, NETWORK_NAME_LABEL) if labels.get(k)}
         selector = ",".join(f"{k}={v}" for k, v in sorted((wanted or {DEFAULT_POOL_LABEL: "true"}).items()))
         yield from store.list(IPAM_API, "IPPool", pool_namespace, selector)
+
+
+def _selection_namespaces(namespace: str, labels: dict[str, str]) -> list[str]:
+    """Where the pools a requester's labels name are looked for, in order."""
+    return list(dict.fromkeys([labels.get(POOL_NAMESPACE_LABEL) or namespace, DEFAULT_POOL_NAMESPACE]))
 
 
 def _describe_selection(labels: dict[str, str]) -> str:
@@ -568,12 +573,14 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         return Allocation(claim.obj)
     if claim.pool is None:
         waiting = _describe_selection(claim.labels)
-        return Allocation(write_status(None, None, waiting), waiting=waiting)
+        return Allocation(write_status(None, None, waiting), waiting=waiting,
+                          waits_on=[Ref(IPAM_API, "IPPool", "", namespace)
+                                    for namespace in _selection_namespaces(claim.namespace, claim.labels)])
     try:
         pool_obj = store.get(claim.pool)
     except NotFound:
         waiting = f"IPPool {claim.pool.namespace}/{claim.pool.name} not found"
-        return Allocation(write_status(None, None, waiting), waiting=waiting)
+        return Allocation(write_status(None, None, waiting), waiting=waiting, waits_on=[claim.pool])
     pool = parse_pool(pool_obj)
     existing = _held_address(store, claim, pool, claim.pool.namespace)
     adopted = False
@@ -621,7 +628,10 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
             if address_to_take is None:
                 if indexed is not None:  # a claim that holds no address has no key
                     hint(None)
-                return Allocation(write_status(None, candidates.error, None), error=candidates.error)
+                # Only a change of the pool can free an address (or the one asked for): the claim waits on it.
+                waits_on = [pool_ref] if candidates.error in (EXHAUSTED, REQUESTED_NOT_AVAILABLE) else []
+                return Allocation(write_status(None, candidates.error, None), error=candidates.error,
+                                  waits_on=waits_on)
             if indexed != address_to_take and not hint(address_to_take) and candidates.losses == 0:
                 address_to_take = candidates.spread_from(address_to_take)
             if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap

@@ -40,8 +40,20 @@ def test_anything_else_is_refused_naming_the_field(value):
 
 
 def test_the_action_returns_the_period_the_operators_read():
-    assert run_spec(SPEC, {"time": 10.0}, check_mode=False) == {"changed": False, "period": "10s"}
-    assert run_spec(SPEC, {"time": "2m"}, check_mode=True) == {"changed": False, "period": "2m"}
+    assert run_spec(SPEC, {"time": 10.0}, check_mode=False) == {"changed": False, "period": "10s", "wait_on": []}
+    assert run_spec(SPEC, {"time": "2m"}, check_mode=True) == {"changed": False, "period": "2m", "wait_on": []}
+
+
+def test_the_action_returns_what_the_object_waits_on_with_a_name_for_any():
+    pool = {"api_version": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "namespace": "ns"}
+    result = run_spec(SPEC, {"time": "10s", "wait_on": [pool, {**pool, "name": "pool"}]}, check_mode=False)
+    assert result["wait_on"] == [{**pool, "name": ""}, {**pool, "name": "pool"}]
+
+
+def test_a_wait_target_without_its_kind_is_refused_naming_it():
+    result = run_spec(SPEC, {"time": "10s", "wait_on": [{"api_version": "v1", "namespace": "ns"}]},
+                      check_mode=False)
+    assert result["failed"] and "kind" in result["msg"]
 
 
 @pytest.mark.parametrize("arguments, message", [
