@@ -128,6 +128,14 @@ claims:
     requeue_after:
       description: Seconds after which to look again; null when nothing is awaited.
       type: float
+    waits_on:
+      description:
+        - The objects whose change may let the claim go on (the hosts of the namespaces
+          that admit it, while none is bound), in the form
+          M(metal3.baremetal.requeue_after) takes as O(metal3.baremetal.requeue_after#module:wait_on); a name
+          of C("") is any object of the kind in the namespace.
+      type: list
+      elements: dict
 """
 
 from typing import Any

@@ -60,6 +60,13 @@ requeue_after:
   description: Seconds after which to look again; null when nothing is pending.
   returned: always
   type: float
+waits_on:
+  description:
+    - The objects whose change may let the data go on (the IPClaim of an address it waits for), in the form
+      M(metal3.baremetal.requeue_after) takes as O(metal3.baremetal.requeue_after#module:wait_on).
+  returned: when the data waits for an address
+  type: list
+  elements: dict
 message:
   description: What the step did or waits for.
   returned: always

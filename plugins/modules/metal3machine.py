@@ -132,6 +132,17 @@ machines:
     message:
       description: What the last step did or waits for.
       type: str
+    requeue_after:
+      description: Seconds after which to look again; null when nothing is awaited.
+      type: float
+    waits_on:
+      description:
+        - The objects whose change may let the machine go on (the hosts of its namespace,
+          its HostClaim, or the IPClaim of its data), in the form
+          M(metal3.baremetal.requeue_after) takes as O(metal3.baremetal.requeue_after#module:wait_on); a name
+          of C("") is any object of the kind in the namespace.
+      type: list
+      elements: dict
 """
 
 from typing import Any

@@ -105,7 +105,9 @@ CASES = [
          lambda r: r["changed"] and [m["name"] for m in r["machines"]] == ["workers-0", "workers-1"]),
     Case("metal3machine", {"name": "m-0", "namespace": NS},
          lambda r: r["changed"] and [(m["name"], m["phase"], m["message"]) for m in r["machines"]]
-         == [("m-0", "pending", "no host: no available host matches")]),
+         == [("m-0", "pending", "no host: no available host matches")]
+         and r["machines"][0]["waits_on"] == [{"api_version": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+                                               "namespace": NS, "name": ""}]),
     Case("hostclaim", {"name": "web-0", "namespace": NS},
          lambda r: r["changed"] and [(c["name"], c["phase"], c["host"], c["message"]) for c in r["claims"]]
          == [("web-0", "pending", "", f"no HostDeployPolicy admits namespace {NS}")]),

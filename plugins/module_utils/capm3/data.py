@@ -98,7 +98,7 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataR
     rendered = (claim.get("status") or {}).get("renderedData")
     if rendered:
         step = reconcile_data(store, Ref(INFRA_API, "Metal3Data", rendered["name"], ref.namespace), dry_run)
-        return DataResult(claim, step.changed, step.requeue_after, step.message, ready=step.ready)
+        return DataResult(claim, step.changed, step.requeue_after, step.message, step.waits_on, ready=step.ready)
     template = (claim.get("spec") or {}).get("template") or {}
     if not template.get("name"):
         return _claim_status(store, claim, None, "spec.template.name: Required value", dry_run, None)
@@ -221,7 +221,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
             for pool in pool_names(spec, objects):
                 address = _address(store, data, pool, dry_run)
                 if address is None:
-                    return DataResult(data, False, WAIT, f"waiting for an address from IPPool {pool}")
+                    return DataResult(data, False, WAIT, f"waiting for an address from IPPool {pool}",
+                                      [Ref(IPAM_API, "IPClaim", _address_claim_name(data, pool), namespace)])
                 addresses[pool] = address
             rendered = {
                 "metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects, addresses,
@@ -279,10 +280,14 @@ def _objects(store: Store, claim: Object) -> dict[str, Object]:
     return objects
 
 
+def _address_claim_name(data: Object, pool: str) -> str:
+    return f"{data['metadata']['name']}-{pool}"
+
+
 def _address(store: Store, data: Object, pool: str, dry_run: bool) -> Address | None:
     """The address of IPClaim ``<data>-<pool>``, made when missing; None while the pool has none yet."""
     namespace = data["metadata"]["namespace"]
-    claim = claim_object(f"{data['metadata']['name']}-{pool}", namespace, pool, namespace,
+    claim = claim_object(_address_claim_name(data, pool), namespace, pool, namespace,
                          {DATA_NAME_LABEL: data["metadata"]["name"], POOL_NAME_LABEL: pool})
     claim["metadata"]["ownerReferences"] = [owner_reference(data, controller=True)]
     _outcome, allocation = ensure_claim(store, claim, dry_run)

@@ -96,7 +96,7 @@ class MachineResult(Result):
                 "failure_domain": spec.get("failureDomain", ""), "addresses": status.get("addresses", []),
                 "rendered_data": status.get("renderedData"), "meta_data": status.get("metaData"),
                 "network_data": status.get("networkData"), "requeue_after": self.requeue_after,
-                "message": self.message}
+                "waits_on": self.wait_targets(), "message": self.message}
 
 
 def host_image(image: dict[str, Any]) -> dict[str, Any]:
@@ -160,9 +160,9 @@ class _Flow:
                 or bool(((self.cluster or {}).get("spec") or {}).get("paused")))
 
     def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
-             data: list[DataResult] | None = None) -> MachineResult:
-        return MachineResult(self.m3m, self.changed, requeue, message or phase, phase=phase, ready=ready,
-                             host=self.bound_host or self.host_name, data=data or [])
+             data: list[DataResult] | None = None, waits_on: list[Ref] | None = None) -> MachineResult:
+        return MachineResult(self.m3m, self.changed, requeue, message or phase, waits_on or [], phase=phase,
+                             ready=ready, host=self.bound_host or self.host_name, data=data or [])
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> MachineResult:
@@ -185,7 +185,8 @@ class _Flow:
                     break
             if not steps[-1].ready:
                 return self.step("associated", steps[-1].requeue_after or WAIT,
-                                 f"waiting for rendered data: {steps[-1].message}", data=steps)
+                                 f"waiting for rendered data: {steps[-1].message}", data=steps,
+                                 waits_on=steps[-1].waits_on)
         rendered = self._rendered(steps[-1].obj if steps else None)
         set_spec = self._set_claim_spec if self.claim_mode else self._set_host_spec
         host = set_spec(user_data, rendered)
@@ -221,7 +222,9 @@ class _Flow:
         selection = associate(self.store, [self.ref.namespace], self.consumer, self.m3m["spec"].get("hostSelector"),
                               self._failure_domain(), self.strict, self._reuse_name(), labels, self.dry_run)
         if selection.host is None:
-            return None, self.step("pending", NO_HOST_WAIT, f"no host: {selection.reason}")
+            # A host freed, added or relabelled in the namespace may serve it.
+            return None, self.step("pending", NO_HOST_WAIT, f"no host: {selection.reason}",
+                                   waits_on=[Ref(BMH_API, "BareMetalHost", "", self.ref.namespace)])
         name = f"{selection.host['metadata']['namespace']}/{selection.host['metadata']['name']}"
         self.m3m = self.store.patch(self.ref, {"metadata": {"annotations": {HOST_ANNOTATION: name}}},
                                     dry_run=self.dry_run)
@@ -266,7 +269,8 @@ class _Flow:
             self.changed = True
         step = self._step_claim()
         if not step.host:
-            return None, self.step("pending", step.requeue_after, f"no host: {step.error or step.message}")
+            return None, self.step("pending", step.requeue_after, f"no host: {step.error or step.message}",
+                                   waits_on=[self._claim_ref()] if step.requeue_after and not step.error else [])
         name = f"{self.ref.namespace}/{self.ref.name}"
         if (self.m3m["metadata"].get("annotations") or {}).get(HOST_CLAIM_ANNOTATION) != name:
             self.m3m = self.store.patch(self.ref, {"metadata": {"annotations": {HOST_CLAIM_ANNOTATION: name}}},

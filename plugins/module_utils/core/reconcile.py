@@ -35,8 +35,11 @@ class Result:
         fields: dict[str, Any] = {"changed": self.changed, "requeue_after": self.requeue_after,
                                   "message": self.message}
         if self.waits_on:
-            fields["waits_on"] = [wait_target(ref) for ref in self.waits_on]
+            fields["waits_on"] = self.wait_targets()
         return fields
+
+    def wait_targets(self) -> list[dict[str, str]]:
+        return [wait_target(ref) for ref in self.waits_on]
 
 
 def wait_target(ref: Ref) -> dict[str, str]:

@@ -114,7 +114,8 @@ class ClaimResult(Result):
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
                 "host": self.host, "state": self.state, "powered_on": status.get("poweredOn", False),
                 "addresses": status.get("addresses", []), "hardware_data": status.get("hardwareData"),
-                "requeue_after": self.requeue_after, "error": self.error, "message": self.message}
+                "requeue_after": self.requeue_after, "waits_on": self.wait_targets(), "error": self.error,
+                "message": self.message}
 
 
 # -- policies ----------------------------------------------------------------------------------------------
@@ -221,6 +222,7 @@ class _Flow:
         self.consumer = Consumer.of(claim)
         self.spec: dict[str, Any] = claim.get("spec") or {}
         self.changed = False
+        self.admitting: list[str] = []  # the namespaces whose hosts the claim may bind, once looked up
 
     @property
     def deploying(self) -> bool:
@@ -289,6 +291,7 @@ class _Flow:
         """A host for the claim: the one whose consumerRef already names it (a status write lost), else a free
         one of a namespace that admits it."""
         namespaces, problems = admitting_namespaces(self.store, self.claim)
+        self.admitting = namespaces
         if not namespaces:
             where = (self.spec.get("hostSelector") or {}).get("inNamespace")
             why = f"no HostDeployPolicy{' in ' + where if where else ''} admits namespace {self.ref.namespace}"
@@ -342,7 +345,10 @@ class _Flow:
         if refusals:
             why = next(iter(refusals.values()))
             return self.result("pending", None, why, error=why)
-        return self.result("pending", NO_HOST_WAIT, waiting)
+        pending = self.result("pending", NO_HOST_WAIT, waiting)
+        # A host freed, added or relabelled where the claim is admitted may serve it.
+        pending.waits_on = [Ref(API, HOST_KIND, "", namespace) for namespace in self.admitting]
+        return pending
 
     def _data_conditions(self, status: dict[str, Any], refusals: dict[str, str]) -> None:
         if refusals:

@@ -144,6 +144,7 @@ def test_a_claim_nobody_admits_stays_pending_with_the_reason(store):
     ref = claim(store, "web", namespace="tenant-c")
     step = hc.reconcile_host_claim(store, ref)
     assert (step.phase, step.requeue_after) == ("pending", hc.NO_HOST_WAIT)
+    assert step.waits_on == []  # a policy's change would admit it: no informer names that, so on a timer
     reason = "no HostDeployPolicy admits namespace tenant-c"
     assert step.message == reason
     associated = condition(store.get(ref), "Associated")
@@ -181,6 +182,9 @@ def test_no_matching_host_leaves_the_claim_pending(store):
     ref = claim(store, "web", hostSelector={"matchLabels": {"size": "l"}})
     step = hc.reconcile_host_claim(store, ref)
     assert step.phase == "pending" and step.message.startswith("no available host matches size=l in infra")
+    # Only a change of a host where it is admitted can serve it: the operator waits on those, not on a timer.
+    assert step.summary()["waits_on"] == [{"api_version": API, "kind": "BareMetalHost", "namespace": INFRA,
+                                           "name": ""}]
 
 
 @pytest.mark.parametrize(("field", "ref", "why"), [
