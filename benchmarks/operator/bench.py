@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO), str(REPO / "operator")]
@@ -47,7 +48,7 @@ from tests.harness.operator_process import AnsibleOperator, Operator, ansible_op
 
 IPAM = ("ipam.metal3.io", "v1alpha1")
 POOL = {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "bench"},
-        "spec": {"namePrefix": "bench", "pools": [{"start": "10.10.0.10", "end": "10.10.3.250"}], "prefix": 22,
+        "spec": {"namePrefix": "bench", "pools": [{"start": "10.10.0.10", "end": "10.10.15.250"}], "prefix": 20,
                  "gateway": "10.10.0.1"}}
 
 
@@ -61,10 +62,17 @@ def _ready(obj: dict) -> bool:
     return conditions.get("Ready") == "True" and conditions.get("Successful") == "True"
 
 
+def _addressed(obj: dict) -> bool:
+    """Upstream's answer: the claim's status names its IPAddress (it writes no Ready condition on IPClaims)."""
+    return bool((obj.get("status") or {}).get("address"))
+
+
 class ReadyWatch:
     """When each claim of the namespace was first seen Ready, from a watch (no polling delay)."""
 
-    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str, ready: Callable[[dict], bool] = _ready) \
+            -> None:
+        self.is_ready = ready
         self.ready: dict[str, float] = {}
         self.cond = threading.Condition()
         self._stream = watch.Watch()
@@ -74,7 +82,7 @@ class ReadyWatch:
         with contextlib.suppress(Exception):  # the cluster stops under it at the end
             for event in self._stream.stream(custom.list_namespaced_custom_object, *IPAM, namespace, "ipclaims"):
                 obj = event["object"]
-                if _ready(obj):
+                if self.is_ready(obj):
                     with self.cond:
                         self.ready.setdefault(obj["metadata"]["name"], time.monotonic())
                         self.cond.notify_all()
@@ -118,16 +126,38 @@ class MemorySampler:
             pass
         return 0
 
+    def _tree(self) -> list[int]:
+        tree, todo, seen = self._children(), [self.pid], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            todo.extend(tree.get(pid, []))
+        return seen
+
     def _run(self) -> None:
         while not self.stop.wait(0.1):
-            tree, todo, seen = self._children(), [self.pid], []
-            while todo:
-                pid = todo.pop()
-                seen.append(pid)
-                todo.extend(tree.get(pid, []))
+            seen = self._tree()
             self.peak_rss = max(self.peak_rss, self._kib(f"/proc/{self.pid}/status", "VmRSS:"))
             self.peak_tree_pss = max(self.peak_tree_pss,
                                      sum(self._kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in seen))
+
+
+def process_cpu(pid: int) -> float:
+    """User and system seconds of a process, with those of the children it reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
+def controller_cpu(cluster: KubeCluster) -> float:
+    """CPU seconds the machine spent so far outside kube-apiserver, etcd and this benchmark: the controller's,
+    whichever processes it spread its work over (ansible's workers leave the operator's process tree)."""
+    busy = sum(int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]) - \
+        sum(int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[4:6])  # less idle, iowait
+    others = sum(process_cpu(p.pid) for p in cluster.processes.values()) + process_cpu(os.getpid())
+    return busy / os.sysconf("SC_CLK_TCK") - others
 
 
 def api_requests(cluster: KubeCluster) -> dict[str, float]:
@@ -158,9 +188,9 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
-def measure(claims: int, kind: type, flags: list[str]) -> dict:
+def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dict], bool] = _ready) -> dict:
     """One operator (``kind``, with ``flags``) on a fresh cluster: the idle latencies, the burst, the memory
-    peaks."""
+    peaks, the CPU time."""
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / "build"))
     cluster = KubeCluster(work / "kube")
     cluster.start()
@@ -171,7 +201,7 @@ def measure(claims: int, kind: type, flags: list[str]) -> dict:
         custom = client.CustomObjectsApi(cluster.api_client())
         operator = kind(cluster, work / "operator", namespace, *flags).start()
         sampler = MemorySampler(operator.process.pid)
-        ready = ReadyWatch(custom, namespace)
+        ready = ReadyWatch(custom, namespace, ready_when)
         api_before, proxy_before, reconciles_before = api_requests(cluster), proxy_counts(operator), \
             operator.reconciles()
         custom.create_namespaced_custom_object(*IPAM, namespace, "ippools", POOL)
@@ -195,11 +225,12 @@ def measure(claims: int, kind: type, flags: list[str]) -> dict:
             created_at[name] = time.monotonic()
             custom.create_namespaced_custom_object(*IPAM, namespace, "ipclaims", claim(name))
 
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), controller_cpu(cluster)
         with concurrent.futures.ThreadPoolExecutor(10) as pool:
             list(pool.map(create, names))
-        ready.wait(names)
+        ready.wait(names, timeout=max(900, claims * 3))
         all_ready = max(ready.ready[n] for n in names) - started
+        cpu = controller_cpu(cluster) - cpu_before
         # Read before anything else asks the API server; the benchmark's own requests (the pool and each claim
         # created) are not the operator's.
         api_after, proxy_after, reconciles = api_requests(cluster), proxy_counts(operator), operator.reconciles()
@@ -212,7 +243,7 @@ def measure(claims: int, kind: type, flags: list[str]) -> dict:
             *IPAM, namespace, "ipaddresses")["items"]}
         assert len(addresses) == claims + 11, f"{len(addresses)} distinct addresses"
         sampler.stop.set()
-        return {"all_ready": all_ready, "latencies": latencies, "idle": idle, "rss": sampler.peak_rss,
+        return {"all_ready": all_ready, "latencies": latencies, "idle": idle, "rss": sampler.peak_rss, "cpu": cpu,
                 "pss": sampler.peak_tree_pss, "reconciles": reconciles, "api": api, "reconciled": reconciled,
                 "proxy": {k: proxy_after[k] - proxy_before[k] for k in proxy_after}}
     finally:
@@ -225,7 +256,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--print", action="store_true", help="print the figures, do not write docs/benchmarks.md")
     parser.add_argument("--claims", type=int, default=100)
+    parser.add_argument("--versus-upstream", type=Path, metavar="IPAM_SOURCE",
+                        help="instead: our operator beside upstream's ip-address-manager built from this source "
+                             "checkout (see upstream_ipam.py), for each --sizes")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     args = parser.parse_args()
+    if args.versus_upstream:
+        versus_upstream(args.versus_upstream.resolve(), args.sizes, args.print)
+        return
     version = ansible_operator_binary().parent.name.removeprefix("ansible-operator-")
     runs = {"metal3_operator": measure(args.claims, Operator, []),
             "metal3_operator --no-proxy": measure(args.claims, Operator, ["--no-proxy"]),
@@ -281,6 +319,60 @@ def main() -> None:
     print("\n".join(lines))
     if not args.print:
         write_section("operator", lines)
+
+
+def versus_upstream(source: Path, sizes: list[int], print_only: bool) -> None:
+    """Issue 20's table: our operator and upstream's controller (at its client's default rate limit, and with
+    none), one after the other on a fresh harness cluster each, for each size."""
+    from benchmarks.operator.upstream_ipam import UNTHROTTLED, upstream_kind
+
+    upstream = upstream_kind(source)
+    kinds = {"metal3_operator": (Operator, [], _ready),
+             "ip-address-manager (20 qps, burst 30)": (upstream, [], _addressed),
+             "ip-address-manager (unthrottled)": (upstream, UNTHROTTLED, _addressed)}
+    lines = [
+        "## Operator beside upstream's ip-address-manager",
+        "",
+        f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py --versus-upstream "
+        f"<ip-address-manager checkout> --sizes {' '.join(map(str, sizes))}`.",
+        "Upstream's controller is built from its source (main branch as `fetch` brought it on 2026-11-26: the Go",
+        "module proxy serves no version of it here) and runs with its defaults, then with its client's rate limit",
+        "(20 qps, burst 30) lifted. Each run has a fresh kube-apiserver and etcd of the test harness, on this",
+        "machine. Ready: for ours the claim's Ready and Successful conditions, for upstream the claim's",
+        "`status.address` (it writes no condition on an IPClaim), each seen on a watch. Requests: kube-apiserver's",
+        "own count on the IPAM kinds and Events over the whole run (11 idle claims and the burst), less the",
+        "benchmark's creates, per claim. CPU: the machine's busy seconds during the burst less kube-apiserver's,",
+        "etcd's and the benchmark's own, per claim (ansible's workers leave the operator's process tree, so the",
+        "tree's own count would miss them); anything else running on the machine would count too, so run it",
+        "quiet. ratio: ours over upstream's default.",
+        "",
+    ]
+    for claims in sizes:
+        runs = {name: measure(claims, kind, flags, ready_when) for name, (kind, flags, ready_when) in kinds.items()}
+        lines += versus_table(claims, runs, "ip-address-manager (20 qps, burst 30)")
+        print("\n".join(lines), flush=True)
+    if not print_only:
+        write_section("operator-upstream", lines)
+
+
+def versus_table(claims: int, runs: dict[str, dict], baseline: str) -> list[str]:
+    """The rows for one size: each run's figures, and ours over ``baseline``'s."""
+    ours, theirs, total = runs["metal3_operator"], runs[baseline], claims + 11
+    figures: list[tuple[str, Callable[[dict], float], Callable[[float], str]]] = [
+        ("all addressed", lambda r: r["all_ready"], lambda v: f"{v:.1f} s"),
+        ("create to address, p50", lambda r: percentile(r["latencies"], 50), lambda v: f"{v:.2f} s"),
+        ("create to address, p95", lambda r: percentile(r["latencies"], 95), lambda v: f"{v:.2f} s"),
+        ("one claim on an idle controller (p50 of 10)", lambda r: statistics.median(r["idle"]),
+         lambda v: f"{v:.3f} s"),
+        ("peak memory of the process tree (summed PSS)", lambda r: r["pss"] / 1024, lambda v: f"{v:.0f} MB"),
+        ("API requests per claim", lambda r: sum(r["api"].values()) / total, lambda v: f"{v:.1f}"),
+        ("CPU seconds per claim (burst)", lambda r: r["cpu"] / claims, lambda v: f"{v:.3f}"),
+    ]
+    lines = [f"| {claims} IPClaims at once | {' | '.join(runs)} | ratio |", f"|---|{'---|' * len(runs)}---|"]
+    for name, value, shown in figures:
+        ratio = value(ours) / value(theirs) if value(theirs) else float("nan")
+        lines.append(f"| {name} | {' | '.join(shown(value(r)) for r in runs.values())} | {ratio:.1f}x |")
+    return [*lines, ""]
 
 
 if __name__ == "__main__":
