@@ -335,8 +335,9 @@ def versus_upstream(source: Path, sizes: list[int], print_only: bool) -> None:
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py --versus-upstream "
         f"<ip-address-manager checkout> --sizes {' '.join(map(str, sizes))}`.",
-        "Upstream's controller is built from its source (main branch as `fetch` brought it on 2026-11-26: the Go",
-        "module proxy serves no version of it here) and runs with its defaults, then with its client's rate limit",
+        "Upstream's controller is built from its source (commit 1f5fa68 of main, as `fetch` brought it on",
+        "2026-11-26: the Go module proxy serves no version of it here) and runs with its defaults, then with its",
+        "client's rate limit",
         "(20 qps, burst 30) lifted. Each run has a fresh kube-apiserver and etcd of the test harness, on this",
         "machine. Ready: for ours the claim's Ready and Successful conditions, for upstream the claim's",
         "`status.address` (it writes no condition on an IPClaim), each seen on a watch. Requests: kube-apiserver's",
