@@ -63,7 +63,7 @@ class Waiters:
         ``mark`` (the waiter should go again at once); "unwatched" when one of them is where no informer looks
         (only a timed requeue brings the waiter back; it keeps no place)."""
         targets = list(targets)
-        if not targets or not all(self.watched(group, kind, namespace) for group, kind, namespace, _ in targets):
+        if not targets or not all(self.watched(*target[:3]) for target in targets):
             self.forget(waiter.controller, waiter.key)
             return "unwatched"
         with self._lock:
@@ -103,4 +103,4 @@ class Waiters:
         """The keys of ``controller`` that wait, longest first (for tests and metrics)."""
         with self._lock:
             ids = {wid for waiting in self._waiting.values() for wid in waiting if wid[0] == controller}
-            return [key for _, key in sorted(ids, key=lambda wid: self._since.get(wid, 0.0))]
+            return [wid[1] for wid in sorted(ids, key=lambda wid: self._since.get(wid, 0.0))]

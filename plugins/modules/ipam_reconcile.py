@@ -17,7 +17,7 @@ description:
     at v1beta2, the contract's version; a v1beta1 claim reads the same) gets its address and a C(Ready)
     condition; deleted, it releases it. An IPAddressClaim's answer is a C(ipam.cluster.x-k8s.io/v1beta2)
     IPAddress named after it. Allocation errors are in the claim's status. Those only a change of the pool can
-    cure (C(Exhausted IP Pools), C(Requested IP not available)) do not fail the task: the claim waits, with
+    cure (C(Exhausted IP Pools), C(Requested IP not available)) do not fail the task; the claim waits, with
     RV(requeue_after) set and its pool in RV(waits_on); the others (C(Pre-allocated IP out of bounds), a pool that
     does not serve the claim's namespace, ...) fail it with that message.
   - An IPPool gets its status rebuilt from its IPAddresses, after releasing the addresses (and finalizers) of

@@ -126,8 +126,8 @@ def test_claims_of_an_exhausted_pool_wait_without_failing_runs_and_the_oldest_ge
         *IPAM, kube_namespace, "ipclaims", "waits-longest"), "Ready").get("status") == "True",
         "the claim that waited longest Ready")
     assert freed
-    addresses = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in items(custom, kube_namespace,
-                                                                                "ipaddresses")}
+    addresses = {a["spec"]["claim"]["name"]: a["spec"]["address"]
+                 for a in items(custom, kube_namespace, "ipaddresses")}
     assert addresses == {"claim-1": held["claim-1"], "waits-longest": held["claim-0"]}
     # Woken in turn by that allocation's write to the pool, the newer claim finds it exhausted again.
     eventually(lambda: exhausted("waits-less"), "waits-less still exhausted, its run done")
