@@ -109,17 +109,22 @@ def test_the_ip_claim_modules_path_reads_the_claim_once_the_one_it_creates(store
     assert requests == {"get IPClaim": 1, "create IPClaim": 1, **IDLE_POOL}
 
 
-def test_a_claimer_whose_hint_meets_a_pool_that_moved_on_spreads_out_before_its_create(store):
-    """Another claimer wrote the index between this one's read and its hint: both read the same first free
-    address. This one picks among the next free ones instead, and still makes one create."""
+def another_claimer_writes_the_index_first(store):
+    """Between this claimer's read of the pool and its hint, another claimer takes 10.0.0.1 in the index."""
     real_patch = store.inner.patch_status
 
-    def another_claimer_writes_first(ref, patch, **kwargs):
+    def patch_status(ref, patch, **kwargs):
         if (patch.get("metadata") or {}).get("resourceVersion"):
             real_patch(ref, {"status": {"indexes": {"other": "10.0.0.1"}, "allocations": {"other": "10.0.0.1"}}})
         return real_patch(ref, patch, **kwargs)
 
-    store.inner.patch_status = another_claimer_writes_first
+    store.inner.patch_status = patch_status
+
+
+def test_a_claimer_whose_hint_meets_a_pool_that_moved_on_spreads_out_before_its_create(store):
+    """Another claimer wrote the index between this one's read and its hint: both read the same first free
+    address. This one picks among the next free ones instead, and still makes one create."""
+    another_claimer_writes_the_index_first(store)
     address, requests = allocate(store, "herd")
     assert address in {f"10.0.0.{i}" for i in range(2, 66)}
     assert requests["create IPAddress"] == 1
@@ -133,13 +138,6 @@ def test_a_herd_claimer_that_loses_its_spread_pick_picks_again_among_the_lowest_
     monkeypatch.setattr(allocation.random, "choice", lambda free: free[-1])  # the highest of each window
     store.create({"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": {"name": "pool-10-0-0-65", "namespace": NS},
                   "spec": {"address": "10.0.0.65", "pool": {"name": "pool"}, "claim": {"name": "elsewhere"}}})
-    real_patch = store.inner.patch_status
-
-    def another_claimer_writes_first(ref, patch, **kwargs):
-        if (patch.get("metadata") or {}).get("resourceVersion"):
-            real_patch(ref, {"status": {"indexes": {"other": "10.0.0.1"}, "allocations": {"other": "10.0.0.1"}}})
-        return real_patch(ref, patch, **kwargs)
-
-    store.inner.patch_status = another_claimer_writes_first
+    another_claimer_writes_the_index_first(store)
     address, _requests = allocate(store, "herd")  # spreads to .65 (taken), then the window .2-.64, .66
     assert address == "10.0.0.66"
