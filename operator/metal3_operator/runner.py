@@ -162,13 +162,17 @@ class Runner:
                                                                        watch.finalizer.playbook) else watch
         if target.playbook:
             return target.playbook
-        # A role found by its path (not a collection's) is applied by that path.
+        # A role found by its path (not a collection's) is applied by that path. Imported without its argument
+        # spec validation: what a run gives the role is the watch's vars and the CR's meta, not a user's input,
+        # and the validation is a task of its own - a worker process forked per run, a fifth of an idle
+        # reconcile. The Ansible Operator's play (roles:) still validates.
         path = self.dir / "playbooks" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', str(target.role))}.yml"
         with self._lock:
             if not path.exists():
                 path.parent.mkdir(exist_ok=True)
                 play = [{"name": f"Reconcile with {target.role}", "hosts": "localhost", "gather_facts": False,
-                         "roles": [{"role": target.role}]}]
+                         "tasks": [{"ansible.builtin.import_role": {"name": target.role,
+                                                                    "rolespec_validate": False}}]}]
                 path.write_text(yaml.safe_dump(play))
         return str(path)
 

@@ -67,6 +67,15 @@ def test_what_a_requeue_after_task_waits_on_reaches_the_operator(runner):
                               ("metal3.io/v1alpha1", "BareMetalHost", "ns", "")]
 
 
+def test_a_run_skips_the_roles_argument_spec_validation(runner):
+    """The role's vars are the watch's and the CR's meta, not a user's: its argument spec (which this run does not
+    satisfy) is not checked, and no task worker is forked for it."""
+    strict = Watch("example.com", "v1", "Probe", role="strict")
+    result = run(runner, watch=strict)
+    assert result.ok, result.failures
+    assert result.stats["ok"] == 1  # the role's one task; no validation task
+
+
 def test_a_run_that_asks_nothing_is_not_requeued(runner):
     cr = {**CR, "spec": {"size": 3}}
     result = run(runner, cr=cr)
