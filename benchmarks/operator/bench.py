@@ -154,8 +154,8 @@ def process_cpu(pid: int) -> float:
 def controller_cpu(cluster: KubeCluster) -> float:
     """CPU seconds the machine spent so far outside kube-apiserver, etcd and this benchmark: the controller's,
     whichever processes it spread its work over (ansible's workers leave the operator's process tree)."""
-    busy = sum(int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]) - \
-        sum(int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[4:6])  # less idle, iowait
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # user nice system idle iowait irq softirq steal: less idle, iowait
     others = sum(process_cpu(p.pid) for p in cluster.processes.values()) + process_cpu(os.getpid())
     return busy / os.sysconf("SC_CLK_TCK") - others
 
@@ -259,10 +259,12 @@ def main() -> None:
     parser.add_argument("--versus-upstream", type=Path, metavar="IPAM_SOURCE",
                         help="instead: our operator beside upstream's ip-address-manager built from this source "
                              "checkout (see upstream_ipam.py), for each --sizes")
+    parser.add_argument("--upstream-revision", default="",
+                        help="what the checkout is (e.g. its commit), for the report; its build's name otherwise")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     args = parser.parse_args()
     if args.versus_upstream:
-        versus_upstream(args.versus_upstream.resolve(), args.sizes, args.print)
+        versus_upstream(args.versus_upstream.resolve(), args.upstream_revision, args.sizes, args.print)
         return
     version = ansible_operator_binary().parent.name.removeprefix("ansible-operator-")
     runs = {"metal3_operator": measure(args.claims, Operator, []),
@@ -321,7 +323,7 @@ def main() -> None:
         write_section("operator", lines)
 
 
-def versus_upstream(source: Path, sizes: list[int], print_only: bool) -> None:
+def versus_upstream(source: Path, revision: str, sizes: list[int], print_only: bool) -> None:
     """Issue 20's table: our operator and upstream's controller (at its client's default rate limit, and with
     none), one after the other on a fresh harness cluster each, for each size."""
     from benchmarks.operator.upstream_ipam import UNTHROTTLED, upstream_kind
@@ -334,12 +336,13 @@ def versus_upstream(source: Path, sizes: list[int], print_only: bool) -> None:
         "## Operator beside upstream's ip-address-manager",
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py --versus-upstream "
-        f"<ip-address-manager checkout> --sizes {' '.join(map(str, sizes))}`.",
-        "Upstream's controller is built from its source (commit 1f5fa68 of main, as `fetch` brought it on",
-        "2026-11-26: the Go module proxy serves no version of it here) and runs with its defaults, then with its",
-        "client's rate limit",
-        "(20 qps, burst 30) lifted. Each run has a fresh kube-apiserver and etcd of the test harness, on this",
-        "machine. Ready: for ours the claim's Ready and Successful conditions, for upstream the claim's",
+        f"<ip-address-manager checkout>{f' --upstream-revision {revision!r}' if revision else ''} "
+        f"--sizes {' '.join(map(str, sizes))}`.",
+        f"Upstream's controller is built from a checkout of its source ({revision or upstream.binary.parent.name};",
+        "the Go module proxy served no version of it here on 2026-11-26) and runs with its defaults, then with",
+        "its client's rate limit (20 qps, burst 30) lifted. Each run has a fresh kube-apiserver and etcd of the",
+        "test harness, on this machine.",
+        "Ready: for ours the claim's Ready and Successful conditions, for upstream the claim's",
         "`status.address` (it writes no condition on an IPClaim), each seen on a watch. Requests: kube-apiserver's",
         "own count on the IPAM kinds and Events over the whole run (11 idle claims and the burst), less the",
         "benchmark's creates, per claim. CPU: the machine's busy seconds during the burst less kube-apiserver's,",

@@ -2,7 +2,7 @@
 side-by-side benchmark (bench.py --versus-upstream).
 
 The Go module proxy serves no version of github.com/metal3-io/ip-address-manager here (403 on 2026-11-26), so
-the source is a checkout given with --ipam-source (for instance the snapshot `fetch github:metal3-io/...`
+the source is a checkout given with --versus-upstream (for instance the snapshot `fetch github:metal3-io/...`
 brings, exported with `git archive`); its dependencies come from the module proxy. The binary is cached under
 ~/.cache/metal3-baremetal by the hash of the source's go.sum and main.go, like the kube binaries.
 """
@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.harness.cluster import KubeCluster, free_port
+from tests.harness.cluster import free_port
 from tests.harness.operator_process import _OperatorProcess
 
 CACHE = Path.home() / ".cache" / "metal3-baremetal"
@@ -61,7 +61,3 @@ def upstream_kind(source: Path) -> type[UpstreamIPAM]:
         raise SystemExit("building ip-address-manager needs Go")
     binary = ipam_binary(source)
     return type("UpstreamIPAM", (UpstreamIPAM,), {"binary": binary})
-
-
-def started(cluster: KubeCluster) -> None:
-    """Nothing to install: the harness's CRDs of the IPAM kinds are upstream's kinds at upstream's versions."""

@@ -15,6 +15,7 @@ When to look again, as controller-runtime decides from a reconcile's result:
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any, Callable, Protocol, TypeVar
@@ -69,7 +70,10 @@ class Reconciler:
         self.cancelled = cancelled
 
     def reconcile(self, key: Key) -> None:
-        mark = self.waiters.mark() if self.waiters else 0
+        with self.waiters.reconciling() if self.waiters else contextlib.nullcontext(0) as mark:
+            self._reconcile(key, mark)
+
+    def _reconcile(self, key: Key, mark: int) -> None:
         obj = self.cache.get(*key)
         if obj is None:
             if self.waiters:

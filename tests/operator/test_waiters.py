@@ -20,8 +20,12 @@ class World:
         return self.time
 
     def wait(self, name: str, *targets, mark: int | None = None) -> str:
+        """What a reconcile of ``name`` says at its end: started at ``mark``, or just now."""
         waiter = Waiter("ipclaim", ("ns", name), lambda key: self.woken.append(key[1]))
-        return self.waiters.wait(waiter, targets or (POOL,), self.waiters.mark() if mark is None else mark)
+        if mark is not None:
+            return self.waiters.wait(waiter, targets or (POOL,), mark)
+        with self.waiters.reconciling() as now:
+            return self.waiters.wait(waiter, targets or (POOL,), now)
 
     def change(self, name: str = "pool") -> None:
         self.waiters.changed("ipam.metal3.io", "IPPool", "ns", name)
@@ -76,9 +80,9 @@ def test_a_change_of_another_object_wakes_nobody():
 
 def test_a_change_during_the_reconcile_is_not_lost():
     world = World()
-    mark = world.waiters.mark()  # the reconcile starts, reads the pool: exhausted
-    world.change()  # an address is freed meanwhile
-    assert world.wait("claim", mark=mark) == "changed"  # so it goes again at once instead of waiting
+    with world.waiters.reconciling() as mark:  # the reconcile starts, reads the pool: exhausted
+        world.change()  # an address is freed meanwhile
+        assert world.wait("claim", mark=mark) == "changed"  # so it goes again at once instead of waiting
     assert world.waiters.waiting("ipclaim") == []
 
 
@@ -86,9 +90,9 @@ def test_a_waiter_keeps_its_place_through_a_reconcile_that_met_a_change():
     world = World()
     world.wait("old")
     world.wait("new")
-    world.change()  # wakes "old"; its reconcile meets another change
-    mark = world.waiters.mark() - 1
-    assert world.wait("old", mark=mark) == "changed"
+    with world.waiters.reconciling() as mark:
+        world.change()  # wakes "old"; its reconcile meets another change
+        assert world.wait("old", mark=mark) == "changed"
     assert world.wait("old") == "waiting"
     assert world.waiters.waiting("ipclaim") == [("ns", "old"), ("ns", "new")]
 
@@ -98,3 +102,14 @@ def test_what_no_informer_sees_is_not_waited_on():
     elsewhere = target_of("ipam.metal3.io/v1alpha1", "IPPool", "other", "pool")
     assert world.wait("claim", POOL, elsewhere) == "unwatched"
     assert world.waiters.waiting("ipclaim") == []
+
+
+def test_what_the_registry_holds_is_bounded_by_what_waits_not_by_what_changed():
+    world = World()
+    for i in range(100):  # changes while no reconcile runs: nobody can ask about them
+        world.change(f"pool-{i}")
+    assert world.waiters.remembered() == 0
+    world.wait("claim")
+    world.change()  # wakes it: it no longer waits on anything
+    world.waiters.forget("ipclaim", ("ns", "claim"))  # served
+    assert world.waiters.remembered() == 0

@@ -238,11 +238,11 @@ class _Flow:
         return Ref(API, HOST_KIND, bound["name"], bound["namespace"]) if bound.get("name") else None
 
     def result(self, phase: str, requeue: float | None, message: str, host: Object | None = None,
-               error: str = "") -> ClaimResult:
+               error: str = "", waits_on: list[Ref] | None = None) -> ClaimResult:
         name = f"{host['metadata']['namespace']}/{host['metadata']['name']}" if host else ""
         state = host_state(host)
-        return ClaimResult(self.claim, self.changed, requeue, message, phase=phase, host=name, state=state,
-                           error=error)
+        return ClaimResult(self.claim, self.changed, requeue, message, waits_on or [], phase=phase, host=name,
+                           state=state, error=error)
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> ClaimResult:
@@ -345,10 +345,9 @@ class _Flow:
         if refusals:
             why = next(iter(refusals.values()))
             return self.result("pending", None, why, error=why)
-        pending = self.result("pending", NO_HOST_WAIT, waiting)
         # A host freed, added or relabelled where the claim is admitted may serve it.
-        pending.waits_on = [Ref(API, HOST_KIND, "", namespace) for namespace in self.admitting]
-        return pending
+        return self.result("pending", NO_HOST_WAIT, waiting,
+                           waits_on=[Ref(API, HOST_KIND, "", namespace) for namespace in self.admitting])
 
     def _data_conditions(self, status: dict[str, Any], refusals: dict[str, str]) -> None:
         if refusals:
@@ -623,7 +622,7 @@ def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, r
         return steps
 
     def verdict(steps: list[ClaimResult]) -> bool | None:
-        if target is None or dry_run or all(_reached(s, target) for s in steps):
+        if target is None or dry_run or all(_reached(s, target) for s in steps):  # (spelled out for mypy)
             return True
         return False if any(s.error for s in steps) else None
 
