@@ -51,6 +51,7 @@ class Server:
         self.ansible_playbook = ansible_playbook
         self.preload = preload
         self.imported_env: dict[str, str] | None = None
+        self.event_modules: list[Any] = []
 
     def serve(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -95,7 +96,7 @@ class Server:
         if pid == 0:
             log = os.dup(2)
             try:
-                _run(conn, fds, request, warm, self.ansible_playbook)
+                _run(conn, fds, request, warm, self.ansible_playbook, self.event_modules)
             except BaseException:  # noqa: BLE001 - said where the operator's log shows it, then gone
                 os.write(log, f"prefork: run failed to start:\n{traceback.format_exc()}".encode())
             finally:
@@ -125,21 +126,26 @@ class Server:
         collections = [n for n in self.preload if n.startswith("ansible_collections.")]
         self._preload([n for n in self.preload if n not in collections])
         self._warm_up()
+        self.event_modules = _runner_event_modules()
         self._preload(collections)
         # Objects made so far are never collected: a fork's collector does not touch (and copy) their pages.
         gc.collect()
         gc.freeze()
 
     def _preload(self, names: list[str]) -> None:
-        """Import each module (``package.*``: each module of the package), so that no run imports it."""
+        """Import each module (``package.*``: each module of the package; ``module:function``: the module, then
+        call its function, which fills the module's caches), so that no run does it."""
         for name in names:
+            module_name, _colon, function = name.partition(":")
             try:
-                if name.endswith(".*"):
-                    package = importlib.import_module(name[:-2])
-                    for module in pkgutil.iter_modules(package.__path__):
-                        importlib.import_module(f"{package.__name__}.{module.name}")
+                if module_name.endswith(".*"):
+                    package = importlib.import_module(module_name[:-2])
+                    for info in pkgutil.iter_modules(package.__path__):
+                        importlib.import_module(f"{package.__name__}.{info.name}")
                 else:
-                    importlib.import_module(name)
+                    module = importlib.import_module(module_name)
+                    if function:
+                        getattr(module, function)()
             except Exception as e:  # noqa: BLE001 - a module left out is imported by the run that needs it
                 print(f"prefork: cannot preload {name}: {e}", file=sys.stderr, flush=True)
 
@@ -178,7 +184,8 @@ class Server:
             print(warning, file=sys.stderr, flush=True)
 
 
-def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: bool, ansible_playbook: str) -> None:
+def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: bool, ansible_playbook: str,
+         event_modules: list[Any]) -> None:
     """In the forked child: become the run's ansible-playbook, and tell the client how it ended."""
     os.setsid()  # signals to the server's group are not the run's
     for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -218,7 +225,7 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     ansible_vars.load_options_vars.__dict__.pop("options_vars", None)
     ansible_vars.load_extra_vars.__dict__.pop("extra_vars", None)
     VaultSecretsContext._current = None
-    _rebind_runner_events()
+    _rebind_runner_events(event_modules)
 
     try:
         main(argv)
@@ -237,13 +244,19 @@ def _report(conn: socket.socket, rc: int) -> None:
     os._exit(rc)
 
 
-def _rebind_runner_events() -> None:
+def _runner_event_modules() -> list[Any]:
+    """The modules of ansible-runner's event callback that the warm-up imported (the callback is loaded by path,
+    under a name of Ansible's plugin loader)."""
+    return [module for module in list(sys.modules.values())
+            if getattr(module, "event_context", None) is not None and hasattr(module, "IsolatedFileWrite")
+            and hasattr(module.event_context, "cache")]
+
+
+def _rebind_runner_events(modules: list[Any]) -> None:
     """ansible-runner's event callback binds the directory it writes events to (AWX_ISOLATED_DATA_DIR) when it
     is imported - by the warm-up, here: bind it again to this run's."""
-    for module in list(sys.modules.values()):
-        context = getattr(module, "event_context", None)
-        if context is not None and hasattr(module, "IsolatedFileWrite") and hasattr(context, "cache"):
-            context.cache = module.IsolatedFileWrite()
+    for module in modules:
+        module.event_context.cache = module.IsolatedFileWrite()
 
 
 def main() -> None:

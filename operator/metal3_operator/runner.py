@@ -50,10 +50,12 @@ def patch_pty_close() -> None:
 
 
 HERE = Path(__file__).resolve().parent
-# Imported by the prefork server once, so that each run's action plugins find them already loaded.
+# Imported by the prefork server once, so that each run's action plugins find them already loaded (and the
+# engine's caches filled: its store backends, kinds and schema validators).
 PRELOAD = ["ansible.plugins.inventory", "ansible.plugins.strategy.linear", "ansible.executor.process.worker",
            "ansible.plugins.shell.powershell", "tomllib", "kubernetes.client", "kubernetes.dynamic",
-           "kubernetes.config", "jsonschema", "yaml", "ansible_collections.metal3.baremetal.plugins.action.*"]
+           "kubernetes.config", "jsonschema", "yaml", "ansible_collections.metal3.baremetal.plugins.action.*",
+           "ansible_collections.metal3.baremetal.plugins.module_utils.engine:warm"]
 # The actions a role asks to be requeued with, matched by the name written in the task as the Ansible Operator
 # matches them (its controller's reconcile.go): operator_sdk.util's, or the collection's called by its short name.
 REQUEUE_ACTIONS = {"requeue_after", "operator_sdk.util.requeue_after"}
@@ -124,7 +126,9 @@ class Runner:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.envvars = {"ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
                         "ANSIBLE_RETRY_FILES_ENABLED": "false", **(envvars or {})}
-        self.inventory = self.dir / "inventory"
+        # An .ini name: Ansible's yaml inventory plugin, tried before the ini one, takes an extension-less file
+        # and fails on it (a parse and an exception per run).
+        self.inventory = self.dir / "inventory.ini"
         self.inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
         self._server: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()

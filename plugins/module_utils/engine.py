@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.api import validation
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
@@ -25,3 +26,12 @@ DOMAINS = (host_admission, claim_admission, ipam_allocation)
 def open_store(options: Mapping[str, Any] | None = None) -> Store:
     """The store named by ``options`` (the keys of the store argument spec), its writes admitted."""
     return factory.open_store(options)
+
+
+def warm() -> None:
+    """Import both store backends and build the kinds' registry and schema validators now: a process that forks
+    one worker per task (the operator's prefork server) then does it once, where each worker would compile the
+    backend's source and parse every CRD again (a quarter of an idle reconcile's task)."""
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store import kube, local  # noqa: F401
+
+    validation.build_validators()

@@ -76,6 +76,19 @@ def test_a_run_skips_the_roles_argument_spec_validation(runner):
     assert result.stats["ok"] == 1  # the role's one task; no validation task
 
 
+def test_a_prefork_runs_tasks_find_the_engine_warm(tmp_path, monkeypatch):
+    """Its store backends imported and schema validators built once, by the server, not by each task's worker."""
+    monkeypatch.setenv("ANSIBLE_ROLES_PATH", str(FIXTURES / "roles"))
+    runner = Runner(tmp_path / "runner", prefork=True)
+    try:
+        # The first run may start before the server listens, and then runs cold: the second is a fork.
+        run(runner, watch=Watch("example.com", "v1", "Probe", role="warm"))
+        result = run(runner, watch=Watch("example.com", "v1", "Probe", role="warm"))
+        assert result.ok, result.message()
+    finally:
+        runner.close()
+
+
 def test_a_run_that_asks_nothing_is_not_requeued(runner):
     cr = {**CR, "spec": {"size": 3}}
     result = run(runner, cr=cr)

@@ -110,3 +110,8 @@ def lookup(api_version: str, kind: str) -> KindInfo:
         raise UnknownKind(f"unknown kind {kind!r} in apiVersion {api_version!r}: "
                           f"the local store knows {', '.join(known)}")
     return info
+
+
+def known_kinds() -> list[KindInfo]:
+    """Every kind the store knows."""
+    return list(_registry().values())

@@ -15,7 +15,7 @@ import re
 from functools import cache
 from typing import Any, Iterable
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, known_kinds
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     PATH_SEGMENT_NAMED,
@@ -82,6 +82,16 @@ def _validator(info: KindInfo, version: str) -> Any:
     if key not in _VALIDATORS:
         _VALIDATORS[key] = _Validator(_to_jsonschema(info.schema_for(version), top=True))
     return _VALIDATORS[key]
+
+
+
+def build_validators() -> None:
+    """Build every known kind's validator now, not on its first use (a process that forks workers builds them
+    once for all of them)."""
+    for info in known_kinds():
+        for version in info.versions:
+            if info.schema_for(version) is not None:
+                _validator(info, version)
 
 
 _VALIDATORS: dict[tuple[str, str], Any] = {}

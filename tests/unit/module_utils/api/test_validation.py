@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, lookup
+from ansible_collections.metal3.baremetal.plugins.module_utils.api import validation
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, known_kinds, lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid, UnknownKind
 
@@ -196,3 +197,12 @@ except BadRequest as e:
     assert run.returncode == 3, run.stdout + run.stderr
     assert f"needs the Python library '{library}' on the controller (pip install {library})" in run.stdout
     assert f"import of {library} halted" in run.stdout  # the import error itself
+
+
+def test_every_kinds_validators_can_be_built_ahead_of_use():
+    """What the operator's prefork server does once, so that no task's worker builds one."""
+    validation.build_validators()
+    expected = {(info.qualified_kind, version) for info in known_kinds() for version in info.versions
+                if info.schema_for(version) is not None}
+    assert expected <= set(validation._VALIDATORS)
+    assert ("IPPool.ipam.metal3.io", "v1alpha1") in expected
