@@ -84,7 +84,6 @@ def _validator(info: KindInfo, version: str) -> Any:
     return _VALIDATORS[key]
 
 
-
 def build_validators() -> None:
     """Build every known kind's validator now, not on its first use (a process that forks workers builds them
     once for all of them)."""
