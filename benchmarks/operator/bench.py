@@ -269,9 +269,14 @@ def main() -> None:
     parser.add_argument("--upstream-revision", default="",
                         help="what the checkout is (e.g. its commit), for the report; its build's name otherwise")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--workers", type=int, nargs="+", metavar="N",
+                        help="instead: the burst of --claims with each number of workers per kind")
     args = parser.parse_args()
     if args.versus_upstream:
         versus_upstream(args.versus_upstream.resolve(), args.upstream_revision, args.sizes, args.print)
+        return
+    if args.workers:
+        workers_per_kind(args.claims, args.workers, args.print)
         return
     version = ansible_operator_binary().parent.name.removeprefix("ansible-operator-")
     runs = {"metal3_operator": measure(args.claims, Operator, []),
@@ -328,6 +333,29 @@ def main() -> None:
     print("\n".join(lines))
     if not args.print:
         write_section("operator", lines)
+
+
+def workers_per_kind(claims: int, counts: list[int], print_only: bool) -> None:
+    """How many workers per kind the operator's default should be: the same burst with each count."""
+    runs = {n: measure(claims, Operator, ["--max-concurrent-reconciles", str(n)], _addressed) for n in counts}
+    lines = [
+        "## Operator: workers per kind",
+        "",
+        f"Machine: {machine()} ({os.cpu_count()} CPUs). Command: `.venv/bin/python benchmarks/operator/bench.py "
+        f"--claims {claims} --workers {' '.join(map(str, counts))}`.",
+        f"{claims} IPClaims created at once on the collection's operator with `--max-concurrent-reconciles N`,",
+        "each on a fresh harness cluster; addressed = the claim's `status.address`, seen on a watch.",
+        "",
+        "| workers per kind | all addressed | create to address, p50 / p95 | CPU seconds per claim | peak PSS |",
+        "|---|---|---|---|---|",
+        *(f"| {n} | {r['all_ready']:.1f} s | {percentile(r['latencies'], 50):.2f} s / "
+          f"{percentile(r['latencies'], 95):.2f} s | {r['cpu'] / claims:.3f} | {r['pss'] / 1024:.0f} MB |"
+          for n, r in runs.items()),
+        "",
+    ]
+    print("\n".join(lines))
+    if not print_only:
+        write_section("operator-workers", lines)
 
 
 def versus_upstream(source: Path, revision: str, sizes: list[int], print_only: bool) -> None:
