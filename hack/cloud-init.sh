@@ -17,7 +17,8 @@ ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/metal3-baremetal"
 # The version Debian ships to this machine, unless CLOUD_INIT_VERSION pins one.
 VERSION="${CLOUD_INIT_VERSION:-$(candidate)}"
 if [[ -z "$VERSION" || "$VERSION" == "(none)" ]]; then
-  cached="$(ls -d "$ROOT"/cloud-init-*/dist-packages 2>/dev/null | sort -V | tail -n 1 || true)"
+  cached="$(find "$ROOT" -mindepth 2 -maxdepth 2 -type d -path "$ROOT/cloud-init-*/dist-packages" 2>/dev/null |
+    sort -V | tail -n 1 || true)"
   if [[ -z "${CLOUD_INIT_VERSION:-}" && -n "$cached" ]]; then  # apt's lists are gone; the last one unpacked
     echo "$cached"
     exit 0

@@ -221,7 +221,7 @@ EOF
     net/ipv4/netfilter net/ipv6/netfilter net/bridge/netfilter fs/ocfs2 fs/gfs2 fs/ubifs fs/jffs2 fs/nilfs2 \
     fs/orangefs fs/afs fs/coda fs/nfs fs/nfsd fs/ceph fs/smb fs/cifs fs/dlm fs/reiserfs)
   in_chroot "$dir" depmod -a "$kver"
-  rm -rf "$dir"/boot/* "$dir/var/cache/apt/archives"/*.deb
+  rm -rf "${dir:?}"/boot/* "$dir/var/cache/apt/archives"/*.deb
   find "$dir/opt/ironic-python-agent/lib" -type d -name tests -prune -exec rm -rf {} +
   rm -rf "$dir"/opt/ironic-python-agent/lib/python3*/site-packages/{pip,setuptools,_distutils_hack}* \
     "$dir"/opt/ironic-python-agent/lib/python3*/site-packages/distutils-precedence.pth
@@ -323,6 +323,7 @@ EOF
   # UEFI: shim and the signed GRUB at the removable path (EFI/BOOT/BOOTX64.EFI), which firmware with empty
   # NVRAM boots. Written with mtools, as grub-install would: the host kernel may lack vfat (it does here).
   # The signed GRUB reads its prefix, EFI/debian/grub.cfg, which hands over to the root's /boot/grub.
+  # shellcheck disable=SC2016 # $root and $prefix are GRUB's variables, written as they are
   printf 'search.fs_uuid %s root\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n' "$root_uuid" \
     > "$work/esp-grub.cfg"
   mmd -i "${loop}p2" ::/EFI ::/EFI/BOOT ::/EFI/debian
@@ -398,7 +399,7 @@ build_esp() {
   mkdir -p "$debs"
   for deb in shim-signed shim-helpers-amd64-signed grub-efi-amd64-signed; do
     (cd "$PACKAGES" && ls ${deb}_*.deb >/dev/null 2>&1) || (cd "$PACKAGES" && apt-get download -q "$deb" >&2)
-    dpkg-deb -x "$(ls "$PACKAGES"/${deb}_*.deb | sort -V | tail -n 1)" "$debs"
+    dpkg-deb -x "$(find "$PACKAGES" -maxdepth 1 -name "${deb}_*.deb" | sort -V | tail -n 1)" "$debs"
   done
   mkfs.vfat -C -n ESP "$img" 8192 >/dev/null
   mmd -i "$img" ::/EFI ::/EFI/BOOT
