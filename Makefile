@@ -47,13 +47,18 @@ ansible-operator:
 cloud-init:
 	bash hack/cloud-init.sh >/dev/null
 
+# Debian's nftables, installed as root if nft is missing: the tests check every rendered firewall rule set with it.
+.PHONY: nftables
+nftables:
+	bash hack/nftables.sh >/dev/null
+
 # The virtual lab's images (agent ramdisk and ISO, Debian cloud image), built as root once per machine.
 .PHONY: lab-images
 lab-images:
 	bash hack/lab-images.sh >/dev/null
 
 # Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
-test: venv collection kube-binaries cloud-init ansible-operator
+test: venv collection kube-binaries cloud-init ansible-operator nftables
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 	$(MAKE) --no-print-directory molecule lint sanity

@@ -26,11 +26,12 @@ LAYERS = {
     "ipam": 5,
     "hosts": 6,
     "capm3": 7,
-    "engine": 8, "daemon": 8, "inventory": 8,
-    "module_spec": 9, "args": 9,
-    "ansible_module": 10,
+    "metalstack": 8,  # the metal-stack provider builds on CAPM3's pieces (capm3.common)
+    "engine": 9, "daemon": 9, "inventory": 9,
+    "module_spec": 10, "args": 10,
+    "ansible_module": 11,
 }
-OPERATOR_LAYER = 11
+OPERATOR_LAYER = 12
 
 
 def unit_of(module: str) -> str:
