@@ -20,7 +20,6 @@ this flow only writes its spec and waits for its state.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataResult,
     reconcile_data_claim,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound, NotHeld
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
@@ -59,10 +58,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     FAILURE_DOMAIN_LABEL,
     NODE_REUSE_LABEL,
-    RELEASED_STATES,
     Consumer,
     associate,
-    online_after_release,
+    release_host,
     update_claimed_host,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
@@ -476,33 +474,16 @@ class _Flow:
 
     def _release_host(self, host_ref: Ref) -> str:
         """Clear the host's spec and wait until it is deprovisioned; then let it go. '' once released."""
-        def clear(host: Object) -> None:
-            for key in ("image", "customDeploy", "userData", "metaData", "networkData"):
-                host["spec"].pop(key, None)
-            host["spec"]["online"] = online_after_release(host["spec"], self.fast_track)
-
-        try:
-            host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
-        except NotHeld:
-            return ""  # no longer ours
-        state = host_state(host)
-        if state not in RELEASED_STATES:
-            return f"waiting for host {host_ref.name} to deprovision (it is {state})"
         reuse = self._reuse_name()
 
-        def release(host: Object) -> None:
-            labels = host["metadata"].get("labels") or {}
-            labels.pop(CLUSTER_NAME_LABEL, None)
+        def keep(host: Object) -> None:
             if reuse and self.cluster is not None:  # kept for the next machine of the same deployment
-                labels[NODE_REUSE_LABEL] = reuse
+                host["metadata"]["labels"][NODE_REUSE_LABEL] = reuse
                 host["spec"]["consumerRef"] = {"apiVersion": self.cluster["apiVersion"], "kind": "Cluster",
                                                "name": self.cluster["metadata"]["name"],
                                                "namespace": self.ref.namespace}
-            else:
-                host["spec"].pop("consumerRef", None)
-            host["metadata"]["labels"] = labels
 
-        with contextlib.suppress(NotHeld):
-            update_claimed_host(self.store, host_ref, self.consumer, release, self.dry_run)
-        self.changed = True
-        return ""
+        waiting = release_host(self.store, host_ref, self.consumer, self.fast_track, self.dry_run, keep)
+        if not waiting:
+            self.changed = True
+        return waiting

@@ -11,6 +11,7 @@ the number of claimers and processes - the double picks and steals of CAPM3#1004
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 from dataclasses import dataclass
@@ -112,14 +113,21 @@ def exclusion(host: Object, reuse_name: str | None = None) -> str:
 
 def choose_host(hosts: list[Object], consumer: Consumer, failure_domain: str | None = None,
                 strict_failure_domain: bool = False, reuse_name: str | None = None,
-                pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
-    """chooseHost + pickHost over listed hosts: this consumer's host if it has one, else a free one."""
+                pick: Callable[[list[Object]], Object] = _random.choice,
+                fits: Callable[[Object], str] | None = None) -> Selection:
+    """chooseHost + pickHost over listed hosts: this consumer's host if it has one, else a free one; ``fits``
+    says why a host does not suit the consumer ('' when it does), as a machine's type or pinned host does."""
     for host in hosts:
         if consumer.holds(host):
             return Selection(host, "already associated")
     reusable, free = [], []
+    unfit: list[str] = []
     for host in hosts:
         if exclusion(host, reuse_name):
+            continue
+        why = fits(host) if fits else ""
+        if why:
+            unfit.append(f"{host['metadata']['name']} {why}")
             continue
         state = host_state(host)
         if reuse_name and (host["metadata"].get("labels") or {}).get(NODE_REUSE_LABEL) == reuse_name:
@@ -137,7 +145,8 @@ def choose_host(hosts: list[Object], consumer: Consumer, failure_domain: str | N
             free = in_domain  # soft by default, as upstream: no host in the domain falls back to any host
     if not free:
         where = f" in failure domain {failure_domain}" if failure_domain and strict_failure_domain else ""
-        return Selection(None, f"no available host{where} matches")
+        unsuited = f" ({'; '.join(sorted(unfit))})" if unfit else ""
+        return Selection(None, f"no available host{where} matches{unsuited}")
     return Selection(pick(free), "chosen")
 
 
@@ -152,7 +161,8 @@ def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) ->
 def associate(store: Store, namespaces: list[str], consumer: Consumer, selector: dict[str, Any] | None = None,
               failure_domain: str | None = None, strict_failure_domain: bool = False,
               reuse_name: str | None = None, labels: dict[str, str] | None = None,
-              dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice) -> Selection:
+              dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice,
+              fits: Callable[[Object], str] | None = None) -> Selection:
     """Choose a host among those of ``namespaces`` and claim it for ``consumer`` (consumerRef, ``labels``, the
     node-reuse label removed).
 
@@ -163,7 +173,7 @@ def associate(store: Store, namespaces: list[str], consumer: Consumer, selector:
 
     def attempt() -> Selection:
         hosts = [h for namespace in namespaces for h in store.list(API, KIND, namespace, label_selector or None)]
-        selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick)
+        selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick, fits)
         if selection.host is None or consumer.holds(selection.host):
             return selection
         host = copy.deepcopy(selection.host)
@@ -197,3 +207,38 @@ def update_claimed_host(store: Store, ref: Ref, consumer: Consumer, change: Call
         return store.update(changed, dry_run=dry_run)
 
     return retry_on_conflict(write)
+
+
+def release_host(store: Store, ref: Ref, consumer: Consumer, fast_track: bool = False, dry_run: bool = False,
+                 keep: Callable[[Object], None] | None = None,
+                 before_free: Callable[[Object], None] | None = None) -> str:
+    """Clear the workload from a host ``consumer`` holds, wait until it is deprovisioned, then let it go (its
+    consumerRef and cluster label removed, or what ``keep`` does instead); ``before_free`` runs on the
+    deprovisioned host first (a crash after it comes back here). '' once released or no longer ours; else what
+    it waits for."""
+    def clear(host: Object) -> None:
+        for key in ("image", "customDeploy", "userData", "metaData", "networkData"):
+            host["spec"].pop(key, None)
+        host["spec"]["online"] = online_after_release(host["spec"], fast_track)
+
+    try:
+        host = update_claimed_host(store, ref, consumer, clear, dry_run)
+    except NotHeld:
+        return ""
+    state = host_state(host)
+    if state not in RELEASED_STATES:
+        return f"waiting for host {ref.namespace}/{ref.name} to deprovision (it is {state})"
+    if before_free is not None:
+        before_free(host)
+
+    def release(host: Object) -> None:
+        labels = host["metadata"].get("labels") or {}
+        labels.pop(CLUSTER_NAME_LABEL, None)
+        host["metadata"]["labels"] = labels
+        host["spec"].pop("consumerRef", None)
+        if keep is not None:
+            keep(host)
+
+    with contextlib.suppress(NotHeld):
+        update_claimed_host(store, ref, consumer, release, dry_run)
+    return ""

@@ -53,11 +53,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     KIND as HOST_KIND,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
-    RELEASED_STATES,
     Consumer,
     associate,
     host_selector,
-    online_after_release,
+    release_host,
     update_claimed_host,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
@@ -535,34 +534,21 @@ class _Flow:
     def _release(self, host: Object) -> str:
         """Clear the host's spec and wait until it is deprovisioned; then delete the copies and free the host.
         '' once released."""
-        def clear(target: Object) -> None:
-            for key in HOST_FIELDS:
-                target["spec"].pop(key, None)
-            target["spec"]["online"] = online_after_release(target["spec"])
+        def delete_copies(host: Object) -> None:
+            host_ref = Ref.of(host)
+            for field in DATA_FIELDS:
+                copy_ref = Ref("v1", "Secret", copy_name(host_ref.name, field), host_ref.namespace)
+                existing = self.store.get_if_exists(copy_ref)
+                if controlled_by(existing, host) and \
+                        ((existing or {})["metadata"].get("annotations") or {}).get(COPY_ANNOTATION) == self.claim_id:
+                    with contextlib.suppress(NotFound):
+                        self.store.delete(copy_ref, dry_run=self.dry_run)
 
-        host_ref = Ref.of(host)
-        try:
-            host = update_claimed_host(self.store, host_ref, self.consumer, clear, self.dry_run)
-        except NotHeld:
-            return ""
-        state = host_state(host)
-        if state not in RELEASED_STATES:
-            return f"waiting for host {host_ref.namespace}/{host_ref.name} to deprovision (it is {state})"
-        for field in DATA_FIELDS:  # before the host is freed: the finalizer brings a crash back here
-            copy_ref = Ref("v1", "Secret", copy_name(host_ref.name, field), host_ref.namespace)
-            existing = self.store.get_if_exists(copy_ref)
-            if controlled_by(existing, host) and \
-                    ((existing or {})["metadata"].get("annotations") or {}).get(COPY_ANNOTATION) == self.claim_id:
-                with contextlib.suppress(NotFound):
-                    self.store.delete(copy_ref, dry_run=self.dry_run)
-
-        def free(target: Object) -> None:
-            target["spec"].pop("consumerRef", None)
-
-        with contextlib.suppress(NotHeld):
-            update_claimed_host(self.store, host_ref, self.consumer, free, self.dry_run)
-        self.changed = True
-        return ""
+        waiting = release_host(self.store, Ref.of(host), self.consumer, dry_run=self.dry_run,
+                               before_free=delete_copies)
+        if not waiting:
+            self.changed = True
+        return waiting
 
 
 def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
