@@ -14,13 +14,16 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api import valida
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import prefixes as ipam_prefixes
+from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack import admission as metalstack_admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack import machinetypes
 from ansible_collections.metal3.baremetal.plugins.module_utils.store import factory
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 BACKENDS = factory.BACKENDS
-# The domains imported for their admission.register(...) calls: BareMetalHost's, HostClaim's, HostDeployPolicy's
-# and IPPool's rules.
-DOMAINS = (host_admission, claim_admission, ipam_allocation)
+# The domains imported for their admission.register(...) calls: BareMetalHost's, HostClaim's, HostDeployPolicy's,
+# IPPool's, IPPrefixPool's and MachineType's rules.
+DOMAINS = (host_admission, claim_admission, ipam_allocation, ipam_prefixes, machinetypes, metalstack_admission)
 
 
 def open_store(options: Mapping[str, Any] | None = None) -> Store:

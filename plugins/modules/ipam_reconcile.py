@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: ipam_reconcile
-short_description: Reconcile an IPPool, IPClaim or IPAddressClaim that already exists, as the IP address manager does
+short_description: Reconcile an IPPool, IPClaim, IPAddressClaim, IPPrefixPool or IPPrefixClaim that already exists
 version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
@@ -25,6 +25,14 @@ description:
     nothing is allocated from it.
   - A claim is refused a pool of another namespace unless the pool's C(ipam.metal3.io/allowed-namespaces)
     annotation lists the claim's namespace (or is C(*)).
+  - An IPPrefixClaim gets a child prefix of its IPPrefixPool (of its namespace), the lowest free one, held by an
+    IPPrefix named after the pool and the prefix, and its C(Ready) condition (C(PrefixAllocated)); deleted, it
+    gives it back. A claim that waits - its pool exhausted (C(PoolExhausted)), not found (C(PoolNotFound)) or being
+    deleted (C(PoolDeleting)) - does not fail the task; it says why in RV(reason) and RV(message), with
+    RV(requeue_after) set and its pool in RV(waits_on). A pool that cannot work (a malformed CIDR, a
+    C(prefixLength) that does not fit a parent) fails it, naming the field, with nothing written.
+  - An IPPrefixPool gets its C(allocated) and C(free) counts written, after giving back the prefixes of its claims
+    that are gone or being deleted; deleted, it goes once no prefix is allocated from it.
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.attributes
@@ -37,7 +45,7 @@ options:
   kind:
     description: The kind to reconcile.
     type: str
-    choices: [IPPool, IPClaim, IPAddressClaim]
+    choices: [IPPool, IPClaim, IPAddressClaim, IPPrefixPool, IPPrefixClaim]
     default: IPClaim
   name:
     description: Its name.
@@ -55,11 +63,23 @@ EXAMPLES = r"""
     kind: IPClaim
     name: node-0-provisioning
     namespace: metal3
+
+- name: One step of a cluster's node network claim
+  metal3.baremetal.ipam_reconcile:
+    kind: IPPrefixClaim
+    name: cluster-a-nodes
+    namespace: metal3
+  register: node_network
+
+- name: Its prefix, once it has one
+  ansible.builtin.debug:
+    msg: "{{ node_network.prefix if node_network.ready else node_network.reason }}"
 """
 
 RETURN = r"""
 ready:
-  description: Whether the claim holds its address (for an IPPool, whether it is in place and not being deleted).
+  description: Whether the claim holds its address (its prefix, for an IPPrefixClaim; for an IPPool or an
+    IPPrefixPool, whether it is in place and not being deleted).
   returned: always
   type: bool
 requeue_after:
@@ -80,6 +100,26 @@ address:
   description: The claim's address, when it has one.
   returned: always
   type: str
+prefix:
+  description: The IPPrefixClaim's prefix, as a CIDR, when it has one.
+  returned: always
+  type: str
+  sample: 10.8.4.0/24
+reason:
+  description: Why the IPPrefixClaim holds no prefix yet (C(PoolExhausted), C(PoolNotFound), C(PoolDeleting)); empty
+    otherwise.
+  returned: always
+  type: str
+allocated:
+  description: How many child prefixes are allocated from the IPPrefixPool.
+  returned: when kind is IPPrefixPool
+  type: int
+  sample: 3
+free:
+  description: How many child prefixes of the IPPrefixPool are free (at most 2^63 - 1).
+  returned: when kind is IPPrefixPool
+  type: int
+  sample: 5
 message:
   description: What the claim waits for, or why it has no address.
   returned: always
@@ -104,23 +144,37 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_claim,
     reconcile_ip_pool,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes import (
+    reconcile_prefix_claim,
+    reconcile_prefix_pool,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
-API = {"IPPool": IPAM_API, "IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}
+API = {"IPPool": IPAM_API, "IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API, "IPPrefixPool": IPAM_API,
+       "IPPrefixClaim": IPAM_API}
 
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     kind = params["kind"]
     ref = Ref(API[kind], kind, params["name"], params["namespace"])
     with open_store(store_options(params)) as store:
+        if kind == "IPPrefixPool":
+            state = reconcile_prefix_pool(store, ref, check_mode)
+            return {**state.fields(), "ready": state.obj is not None and not state.removed and not state.waiting,
+                    "address": None, "prefix": None, "reason": "", "object": state.obj or {},
+                    "allocated": state.allocated, "free": state.free}
+        if kind == "IPPrefixClaim":
+            claim = reconcile_prefix_claim(store, ref, check_mode)
+            return {**claim.fields(), "ready": claim.prefix is not None, "address": None, "prefix": claim.prefix,
+                    "reason": claim.reason, "object": claim.obj or {}}
         if kind == "IPPool":
             pool = reconcile_ip_pool(store, ref, check_mode)
             return {**pool.fields(), "ready": pool.obj is not None and not pool.removed and not pool.waiting,
-                    "address": None, "object": pool.obj or {}}
+                    "address": None, "prefix": None, "reason": "", "object": pool.obj or {}}
         reconcile = reconcile_ip_claim if kind == "IPClaim" else reconcile_ip_address_claim
         allocation = reconcile(store, ref, check_mode)
     result = {**allocation.fields(), "ready": allocation.address is not None,
-              "address": allocation.summary()["address"], "object": allocation.obj or {}}
+              "address": allocation.summary()["address"], "prefix": None, "reason": "", "object": allocation.obj or {}}
     if allocation.error and allocation.waits_on:
         # Not a failure: the claim waits for its pool to change (an address freed), as upstream's claims do.
         result["requeue_after"] = WAITING_REQUEUE

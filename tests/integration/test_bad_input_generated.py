@@ -34,11 +34,21 @@ BASELINES: dict[str, dict[str, Any]] = {
     "IPPool": {"namePrefix": "p", "pools": [{"start": "192.168.0.10", "end": "192.168.0.20"}], "prefix": 24},
     "IPClaim": {"pool": {"name": "p"}},
     "IPAddress": {"address": "192.168.0.10", "pool": {"name": "p"}, "claim": {"name": "c"}},
+    "IPPrefixPool": {"prefixes": ["10.8.0.0/21"], "prefixLength": 24},
+    "IPPrefixClaim": {"pool": {"name": "p"}},
+    "IPPrefix": {"pool": {"name": "p"}, "claim": {"name": "c"}, "prefix": "10.8.0.0/24"},
     "BareMetalHost": {"online": False, "bmc": {"address": "redfish://bmc/redfish/v1/Systems/1",
                                                "credentialsName": "bmc"}},
     "HostClaim": {"poweredOn": False, "hostSelector": {"matchLabels": {"rack": "r1"}}},
     "HostDeployPolicy": {"hostClaimNamespaces": {"names": ["tenant-a"]}},
     "HardwareData": {"hardware": {"hostname": "node-0", "ramMebibytes": 4096}},
+    "MachineType": {"constraints": [{"type": "cores", "min": 4, "max": 8}, {"type": "memory", "min": "16Gi"}]},
+    "MetalStackCluster": {"partition": "vagrant", "controlPlaneEndpoint": {"host": "100.255.254.1", "port": 6443},
+                          "firewallSpec": {"image": "firewall-ubuntu-2.0", "machineType": "v1-small-x86",
+                                           "ingressRules": [{"ports": [443], "from": ["0.0.0.0/0"]}]}},
+    "MetalStackMachine": {"image": "ubuntu-cloud-init-20.04", "machineType": "v1-small-x86"},
+    "MetalStackFirewall": {"image": "firewall-ubuntu-2.0", "machineType": "v1-small-x86",
+                           "egressRules": [{"ports": [53], "protocol": "UDP", "to": ["9.9.9.9/32"]}]},
 }
 WRONG_TYPE = {"string": 12345, "integer": "not-a-number", "number": "not-a-number", "boolean": "maybe",
               "array": "not-a-list", "object": "not-a-map"}
@@ -53,10 +63,26 @@ SEMANTIC = [
     ("IPPool", "spec.gateway", {"gateway": "10.9.9.9"}),
     ("IPPool", "spec.namePrefix", {"namePrefix": "Not_A_Name"}),
     ("IPPool", "spec.preAllocations", {"preAllocations": {"c": "10.0.0.1"}}),
+    ("IPPrefixPool", "spec.prefixes[0]", {"prefixes": ["10.8.0.1/21"]}),
+    ("IPPrefixPool", "spec.prefixes[1]", {"prefixes": ["10.8.0.0/21", "10.8.4.0/22"]}),
+    ("IPPrefixPool", "spec.prefixLength", {"prefixLength": 16}),
+    ("IPPrefixPool", "spec.prefixLength", {"prefixes": ["10.8.0.0/21", "fd00:10::/48"], "prefixLength": 64}),
     ("BareMetalHost", "spec.bootMACAddress", {"bootMACAddress": "zz:zz:zz:zz:zz:zz"}),
     ("HostClaim", "spec.hostSelector.matchExpressions[0].operator",
      {"hostSelector": {"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["1"]}]}}),
     ("HostDeployPolicy", "spec.hostClaimNamespaces.nameMatches", {"hostClaimNamespaces": {"nameMatches": "(tenant"}}),
+    ("MachineType", "spec.constraints[1].min",
+     {"constraints": [{"type": "cores", "min": 4}, {"type": "memory", "min": "16Xi"}]}),
+    ("MachineType", "spec.constraints[0].max", {"constraints": [{"type": "cores", "min": 8, "max": 4}]}),
+    ("MachineType", "spec.constraints[1].type",
+     {"constraints": [{"type": "nics", "min": 1}, {"type": "nics", "max": 2}]}),
+    ("MetalStackMachine", "spec.size", {"image": "i", "machineType": "v1-small-x86", "size": "c1-large-x86"}),
+    ("MetalStackFirewall", "spec.ingressRules[0].ports[0]", {"image": "i", "ingressRules": [{"ports": [70000],
+                                                                                             "from": ["0.0.0.0/0"]}]}),
+    ("MetalStackFirewall", "spec.egressRules[0].to[0]", {"image": "i", "egressRules": [{"ports": [53],
+                                                                                         "to": ["10.0.0.0/33"]}]}),
+    ("MetalStackCluster", "spec.firewallSpec.egressRules[0].bogus",
+     {"partition": "p", "firewallSpec": {"egressRules": [{"ports": [1], "to": ["0.0.0.0/0"], "bogus": 1}]}}),
 ]
 
 
@@ -239,7 +265,7 @@ def test_a_sample_of_the_generated_manifests_fails_the_same_way_on_the_cluster(k
 # -- module arguments -------------------------------------------------------------------------------------------
 
 MODULES = ["resource", "resource_info", "ip_pool", "ip_claim", "ipam_reconcile", "baremetal_host", "metal3machine",
-           "metal3data", "metal3cluster", "machines"]
+           "metal3data", "metal3cluster", "machines", "machine_type", "metalstack"]
 WRONG_ARGUMENT = {"int": "not-a-number", "bool": "maybe", "list": {"a": 1}, "dict": "not-a-dict",
                   "float": "not-a-number"}
 NAME_OPTIONS = ("name", "namespace", "pool", "pool_namespace", "template", "cluster", "host")

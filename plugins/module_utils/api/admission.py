@@ -11,9 +11,12 @@ schema accepts, the object is first held to its CRD's schema.
 | kind | rules | upstream |
 |---|---|---|
 | IPPool (ipam.metal3.io) | ipam/allocation.py ``admit_ip_pool`` | ip-address-manager's IPPool webhook |
+| IPPrefixPool (ipam.metal3.io) | ipam/prefixes.py ``admit_prefix_pool`` | ours: upstream has no such kind |
 | BareMetalHost (metal3.io) | hosts/admission.py ``admit_host`` | baremetal-operator's BareMetalHost webhook |
 | HostClaim (metal3.io) | hosts/claim_admission.py ``admit_host_claim`` | baremetal-operator's HostClaim webhook |
 | HostDeployPolicy (metal3.io) | hosts/claim_admission.py ``admit_host_deploy_policy`` | ours: upstream has none |
+| MachineType (metal3.io) | metalstack/machinetypes.py ``admit_machine_type`` | ours: upstream has no such kind |
+| MetalStackCluster, MetalStackMachine, MetalStackFirewall | metalstack/admission.py | ours: the provider has none |
 """
 from __future__ import annotations
 
@@ -36,11 +39,14 @@ class Reader(Protocol):
 
 Rule = Callable[[Reader, Object, "Object | None"], None]
 
-# The kinds upstream runs a validating webhook for, and HostDeployPolicy, whose rules are ours. Their rules live
-# with their domain (the table above), which registers them when imported; writing one of these kinds before its
-# rules are registered is a bug, and fails.
-RULED_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("metal3.io", "BareMetalHost"), ("metal3.io", "HostClaim"),
-                         ("metal3.io", "HostDeployPolicy")})
+# The kinds upstream runs a validating webhook for, and HostDeployPolicy, IPPrefixPool, MachineType and the
+# metal-stack kinds, whose rules are ours. Their rules live with their domain (the table above), which registers
+# them when imported; writing one of these kinds before its rules are registered is a bug, and fails.
+RULED_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("ipam.metal3.io", "IPPrefixPool"),
+                         ("metal3.io", "BareMetalHost"), ("metal3.io", "HostClaim"), ("metal3.io", "HostDeployPolicy"),
+                         ("metal3.io", "MachineType"), ("infrastructure.cluster.x-k8s.io", "MetalStackCluster"),
+                         ("infrastructure.cluster.x-k8s.io", "MetalStackMachine"),
+                         ("infrastructure.cluster.x-k8s.io", "MetalStackFirewall")})
 _RULES: dict[tuple[str, str], Rule] = {}
 
 

@@ -8858,6 +8858,1164 @@ CRDS = json.loads(r'''
   "apiVersion": "apiextensions.k8s.io/v1",
   "kind": "CustomResourceDefinition",
   "metadata": {
+   "name": "ipprefixpools.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPPrefixPool",
+    "listKind": "IPPrefixPoolList",
+    "plural": "ipprefixpools",
+    "shortNames": [
+     "ippp"
+    ],
+    "singular": "ipprefixpool"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.prefixes",
+       "name": "Prefixes",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.prefixLength",
+       "name": "Length",
+       "type": "integer"
+      },
+      {
+       "jsonPath": ".status.allocated",
+       "name": "Allocated",
+       "type": "integer"
+      },
+      {
+       "jsonPath": ".status.free",
+       "name": "Free",
+       "type": "integer"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "clusterName": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "partition": {
+           "maxLength": 63,
+           "type": "string"
+          },
+          "prefixLength": {
+           "maximum": 128,
+           "minimum": 1,
+           "type": "integer"
+          },
+          "prefixes": {
+           "items": {
+            "type": "string"
+           },
+           "minItems": 1,
+           "type": "array"
+          }
+         },
+         "required": [
+          "prefixes",
+          "prefixLength"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "allocated": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "free": {
+           "minimum": 0,
+           "type": "integer"
+          },
+          "lastUpdated": {
+           "format": "date-time",
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "ipprefixclaims.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPPrefixClaim",
+    "listKind": "IPPrefixClaimList",
+    "plural": "ipprefixclaims",
+    "shortNames": [
+     "ippc"
+    ],
+    "singular": "ipprefixclaim"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.pool.name",
+       "name": "Pool",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.prefix",
+       "name": "Prefix",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
+       "name": "Ready",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason",
+       "name": "Reason",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "pool": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "minLength": 1,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "name"
+           ],
+           "type": "object"
+          }
+         },
+         "required": [
+          "pool"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "errorMessage": {
+           "type": "string"
+          },
+          "prefix": {
+           "type": "string"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "ipprefixes.ipam.metal3.io"
+  },
+  "spec": {
+   "group": "ipam.metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "IPPrefix",
+    "listKind": "IPPrefixList",
+    "plural": "ipprefixes",
+    "shortNames": [
+     "ippx"
+    ],
+    "singular": "ipprefix"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".spec.prefix",
+       "name": "Prefix",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.pool.name",
+       "name": "Pool",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.claim.name",
+       "name": "Claim",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "claim": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "minLength": 1,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "name"
+           ],
+           "type": "object"
+          },
+          "pool": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "minLength": 1,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "name"
+           ],
+           "type": "object"
+          },
+          "prefix": {
+           "type": "string"
+          }
+         },
+         "required": [
+          "pool",
+          "claim",
+          "prefix"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {},
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metalstackclusters.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal-stack"
+    ],
+    "kind": "MetalStackCluster",
+    "listKind": "MetalStackClusterList",
+    "plural": "metalstackclusters",
+    "shortNames": [
+     "msc"
+    ],
+    "singular": "metalstackcluster"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.ready",
+       "name": "Ready",
+       "type": "boolean"
+      },
+      {
+       "jsonPath": ".spec.partition",
+       "name": "Partition",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.controlPlaneEndpoint.host",
+       "name": "Endpoint",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.nodeNetwork",
+       "name": "Network",
+       "type": "string"
+      }
+     ],
+     "name": "v1alpha3",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "controlPlaneEndpoint": {
+           "properties": {
+            "host": {
+             "type": "string"
+            },
+            "port": {
+             "maximum": 65535,
+             "minimum": 1,
+             "type": "integer"
+            }
+           },
+           "type": "object"
+          },
+          "controlPlaneIP": {
+           "type": "string"
+          },
+          "firewallSpec": {
+           "properties": {
+            "egressPolicy": {
+             "enum": [
+              "allow",
+              "deny"
+             ],
+             "type": "string"
+            },
+            "egressRules": {
+             "items": {
+              "properties": {
+               "comment": {
+                "type": "string"
+               },
+               "ports": {
+                "items": {
+                 "type": "integer"
+                },
+                "type": "array"
+               },
+               "protocol": {
+                "type": "string"
+               },
+               "to": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               }
+              },
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "image": {
+             "minLength": 1,
+             "type": "string"
+            },
+            "ingressRules": {
+             "items": {
+              "properties": {
+               "comment": {
+                "type": "string"
+               },
+               "from": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               },
+               "ports": {
+                "items": {
+                 "type": "integer"
+                },
+                "type": "array"
+               },
+               "protocol": {
+                "type": "string"
+               },
+               "to": {
+                "items": {
+                 "type": "string"
+                },
+                "type": "array"
+               }
+              },
+              "type": "object"
+             },
+             "type": "array"
+            },
+            "machineType": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "providerID": {
+             "pattern": "^(metalstack://[A-Za-z0-9._-]+|metal://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)$",
+             "type": "string"
+            },
+            "ruleSetRef": {
+             "properties": {
+              "name": {
+               "maxLength": 253,
+               "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+               "type": "string"
+              }
+             },
+             "required": [
+              "name"
+             ],
+             "type": "object"
+            },
+            "size": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          },
+          "nodeNetworkID": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "partition": {
+           "minLength": 1,
+           "type": "string"
+          },
+          "projectID": {
+           "type": "string"
+          },
+          "publicNetworkID": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          }
+         },
+         "required": [
+          "partition"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "enum": [
+               "True",
+               "False",
+               "Unknown"
+              ],
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "failureMessage": {
+           "type": "string"
+          },
+          "failureReason": {
+           "type": "string"
+          },
+          "firewall": {
+           "type": "string"
+          },
+          "initialization": {
+           "properties": {
+            "provisioned": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
+          "nodeNetwork": {
+           "type": "string"
+          },
+          "nodeNetworkPool": {
+           "type": "string"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metalstackmachines.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal-stack"
+    ],
+    "kind": "MetalStackMachine",
+    "listKind": "MetalStackMachineList",
+    "plural": "metalstackmachines",
+    "shortNames": [
+     "msm"
+    ],
+    "singular": "metalstackmachine"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.ready",
+       "name": "Ready",
+       "type": "boolean"
+      },
+      {
+       "jsonPath": ".spec.machineType",
+       "name": "Type",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".spec.providerID",
+       "name": "ProviderID",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.annotations.metal3\\.io/BareMetalHost",
+       "name": "Host",
+       "type": "string"
+      }
+     ],
+     "name": "v1alpha3",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "image": {
+           "minLength": 1,
+           "type": "string"
+          },
+          "machineType": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "partition": {
+           "type": "string"
+          },
+          "providerID": {
+           "pattern": "^(metalstack://[A-Za-z0-9._-]+|metal://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)$",
+           "type": "string"
+          },
+          "size": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "userData": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "type": "object"
+          }
+         },
+         "required": [
+          "image"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "addresses": {
+           "items": {
+            "properties": {
+             "address": {
+              "type": "string"
+             },
+             "type": {
+              "enum": [
+               "Hostname",
+               "ExternalIP",
+               "InternalIP",
+               "ExternalDNS",
+               "InternalDNS"
+              ],
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "address"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "enum": [
+               "True",
+               "False",
+               "Unknown"
+              ],
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "failureMessage": {
+           "type": "string"
+          },
+          "failureReason": {
+           "type": "string"
+          },
+          "initialization": {
+           "properties": {
+            "provisioned": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "metalstackfirewalls.infrastructure.cluster.x-k8s.io"
+  },
+  "spec": {
+   "group": "infrastructure.cluster.x-k8s.io",
+   "names": {
+    "categories": [
+     "cluster-api",
+     "metal-stack"
+    ],
+    "kind": "MetalStackFirewall",
+    "listKind": "MetalStackFirewallList",
+    "plural": "metalstackfirewalls",
+    "shortNames": [
+     "msfw"
+    ],
+    "singular": "metalstackfirewall"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.ready",
+       "name": "Ready",
+       "type": "boolean"
+      },
+      {
+       "jsonPath": ".spec.machineType",
+       "name": "Type",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.annotations.metal3\\.io/BareMetalHost",
+       "name": "Host",
+       "type": "string"
+      }
+     ],
+     "name": "v1alpha4",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "egressPolicy": {
+           "enum": [
+            "allow",
+            "deny"
+           ],
+           "type": "string"
+          },
+          "egressRules": {
+           "items": {
+            "properties": {
+             "comment": {
+              "type": "string"
+             },
+             "ports": {
+              "items": {
+               "type": "integer"
+              },
+              "type": "array"
+             },
+             "protocol": {
+              "type": "string"
+             },
+             "to": {
+              "items": {
+               "type": "string"
+              },
+              "type": "array"
+             }
+            },
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "image": {
+           "minLength": 1,
+           "type": "string"
+          },
+          "ingressRules": {
+           "items": {
+            "properties": {
+             "comment": {
+              "type": "string"
+             },
+             "from": {
+              "items": {
+               "type": "string"
+              },
+              "type": "array"
+             },
+             "ports": {
+              "items": {
+               "type": "integer"
+              },
+              "type": "array"
+             },
+             "protocol": {
+              "type": "string"
+             },
+             "to": {
+              "items": {
+               "type": "string"
+              },
+              "type": "array"
+             }
+            },
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "machineType": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          },
+          "providerID": {
+           "pattern": "^(metalstack://[A-Za-z0-9._-]+|metal://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+)$",
+           "type": "string"
+          },
+          "ruleSetRef": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "name"
+           ],
+           "type": "object"
+          },
+          "size": {
+           "maxLength": 253,
+           "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+           "type": "string"
+          }
+         },
+         "required": [
+          "image"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "addresses": {
+           "items": {
+            "properties": {
+             "address": {
+              "type": "string"
+             },
+             "type": {
+              "enum": [
+               "Hostname",
+               "ExternalIP",
+               "InternalIP",
+               "ExternalDNS",
+               "InternalDNS"
+              ],
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "address"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "enum": [
+               "True",
+               "False",
+               "Unknown"
+              ],
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "failureMessage": {
+           "type": "string"
+          },
+          "failureReason": {
+           "type": "string"
+          },
+          "initialization": {
+           "properties": {
+            "provisioned": {
+             "type": "boolean"
+            }
+           },
+           "type": "object"
+          },
+          "ready": {
+           "type": "boolean"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
    "name": "baremetalhosts.metal3.io"
   },
   "spec": {
@@ -10439,6 +11597,172 @@ CRDS = json.loads(r'''
      },
      "served": true,
      "storage": true
+    }
+   ]
+  }
+ },
+ {
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {
+   "name": "machinetypes.metal3.io"
+  },
+  "spec": {
+   "group": "metal3.io",
+   "names": {
+    "categories": [
+     "metal3"
+    ],
+    "kind": "MachineType",
+    "listKind": "MachineTypeList",
+    "plural": "machinetypes",
+    "shortNames": [
+     "mt"
+    ],
+    "singular": "machinetype"
+   },
+   "scope": "Namespaced",
+   "versions": [
+    {
+     "additionalPrinterColumns": [
+      {
+       "jsonPath": ".status.matched",
+       "name": "Matched",
+       "type": "integer"
+      },
+      {
+       "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
+       "name": "Ready",
+       "type": "string"
+      },
+      {
+       "jsonPath": ".status.hosts",
+       "name": "Hosts",
+       "priority": 1,
+       "type": "string"
+      },
+      {
+       "jsonPath": ".metadata.creationTimestamp",
+       "name": "Age",
+       "type": "date"
+      }
+     ],
+     "name": "v1alpha1",
+     "schema": {
+      "openAPIV3Schema": {
+       "properties": {
+        "apiVersion": {
+         "type": "string"
+        },
+        "kind": {
+         "type": "string"
+        },
+        "metadata": {
+         "type": "object"
+        },
+        "spec": {
+         "properties": {
+          "constraints": {
+           "items": {
+            "properties": {
+             "max": {
+              "x-kubernetes-int-or-string": true
+             },
+             "min": {
+              "x-kubernetes-int-or-string": true
+             },
+             "type": {
+              "enum": [
+               "cores",
+               "memory",
+               "storage",
+               "disks",
+               "nics"
+              ],
+              "type": "string"
+             }
+            },
+            "required": [
+             "type"
+            ],
+            "type": "object"
+           },
+           "minItems": 1,
+           "type": "array"
+          },
+          "description": {
+           "type": "string"
+          }
+         },
+         "required": [
+          "constraints"
+         ],
+         "type": "object"
+        },
+        "status": {
+         "properties": {
+          "conditions": {
+           "items": {
+            "properties": {
+             "ansibleResult": {
+              "type": "object",
+              "x-kubernetes-preserve-unknown-fields": true
+             },
+             "lastTransitionTime": {
+              "format": "date-time",
+              "type": "string"
+             },
+             "message": {
+              "type": "string"
+             },
+             "observedGeneration": {
+              "minimum": 0,
+              "type": "integer"
+             },
+             "reason": {
+              "type": "string"
+             },
+             "status": {
+              "type": "string"
+             },
+             "type": {
+              "type": "string"
+             }
+            },
+            "required": [
+             "type",
+             "status"
+            ],
+            "type": "object"
+           },
+           "type": "array"
+          },
+          "hosts": {
+           "items": {
+            "type": "string"
+           },
+           "type": "array"
+          },
+          "lastUpdated": {
+           "format": "date-time",
+           "type": "string"
+          },
+          "matched": {
+           "minimum": 0,
+           "type": "integer"
+          }
+         },
+         "type": "object"
+        }
+       },
+       "type": "object"
+      }
+     },
+     "served": true,
+     "storage": true,
+     "subresources": {
+      "status": {}
+     }
     }
    ]
   }

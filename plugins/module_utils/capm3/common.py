@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import objects
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
 INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -29,13 +30,8 @@ CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 SECRET_TYPE = "infrastructure.cluster.x-k8s.io/secret"
 
-
-def owner_reference(owner: Object, controller: bool = False) -> dict[str, Any]:
-    ref: dict[str, Any] = {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}
-    if controller:
-        ref.update(controller=True, blockOwnerDeletion=True)
-    return ref
+# Lives in core (the IPAM engine, below capm3, makes owner references too); named here too for CAPM3's callers.
+owner_reference = objects.owner_reference
 
 
 def owner_named(obj: Object, kind: str) -> dict[str, Any] | None:

@@ -182,6 +182,15 @@ def check_size(obj: Object, encoded: str | None = None) -> None:
                          f"{MAX_OBJECT_BYTES} bytes (1.5 MiB) a Kubernetes API server stores")
 
 
+def owner_reference(owner: Object, controller: bool = False) -> dict[str, Any]:
+    """An ownerReference to ``owner``; ``controller``: as its controller, blocking its deletion until this goes."""
+    ref: dict[str, Any] = {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}
+    if controller:
+        ref.update(controller=True, blockOwnerDeletion=True)
+    return ref
+
+
 def controlled_by(obj: Object | None, owner: Object) -> bool:
     """Whether ``owner`` is the controller of ``obj`` (a controller ownerReference with its uid).
 

@@ -30,6 +30,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
+    release_finalized,
     remove_finalizer,
     set_condition,
 )
@@ -480,29 +481,11 @@ def _pool_of(address: Object) -> Ref | None:
 
 
 def _release_address(store: Store, claim_name: str, address: Object, dry_run: bool) -> None:
-    """Let one IPAddress go, and forget it in its pool's status.
-
-    Only the very object given (its uid) loses its finalizer: when two releasers of one claim race (its own
-    reconcile and its pool's), the loser must never free an address of the same name that another claim has
-    taken since. At worst its delete marks that one deleting, and its finalizer keeps it held.
-    """
+    """Let one IPAddress go (only the very object given: store/writes.py ``release_finalized``), and forget it in
+    its pool's status."""
     ref = Ref(IPAM_API, "IPAddress", address["metadata"]["name"], address["metadata"]["namespace"])
-    uid = address["metadata"].get("uid")
-
-    def unfinalize() -> Object:
-        current = store.get(ref)
-        finalizers = current["metadata"].get("finalizers") or []
-        if current["metadata"].get("uid") != uid:
-            return {}  # not this address any more
-        if ADDRESS_FINALIZER in finalizers:
-            current["metadata"]["finalizers"] = [f for f in finalizers if f != ADDRESS_FINALIZER]
-            current = store.update(current, dry_run=dry_run)
-        return current
-
-    with contextlib.suppress(NotFound):
-        if not retry_on_conflict(unfinalize):
-            return
-        store.delete(ref, dry_run=dry_run)
+    if not release_finalized(store, ref, address["metadata"].get("uid"), ADDRESS_FINALIZER, dry_run):
+        return
     pool_ref = _pool_of(address)
     if pool_ref is not None:
         with contextlib.suppress(NotFound):

@@ -43,6 +43,33 @@ def remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = Fal
     retry_on_conflict(write)
 
 
+def release_finalized(store: Store, ref: Ref, uid: str | None, finalizer: str, dry_run: bool = False) -> bool:
+    """Delete the very object ``uid`` names, which ``finalizer`` holds: False (and nothing done) when ``ref`` now
+    names another object, True once this one is gone or going.
+
+    Only that object loses its finalizer: when two releasers race (a claim's own reconcile and its pool's), the
+    loser must never free an object of the same name that another claim has taken since. At worst its delete marks
+    that one deleting, and its finalizer keeps it held.
+    """
+    def unfinalize() -> Object:
+        current = store.get(ref)
+        finalizers = current["metadata"].get("finalizers") or []
+        if current["metadata"].get("uid") != uid:
+            return {}  # not this object any more
+        if finalizer in finalizers:
+            current["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
+            current = store.update(current, dry_run=dry_run)
+        return current
+
+    try:
+        if not retry_on_conflict(unfinalize):
+            return False
+        store.delete(ref, dry_run=dry_run)
+    except NotFound:
+        pass
+    return True
+
+
 def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: bool | str, reason: str = "",
                   message: str = "") -> list[dict[str, Any]]:
     """``conditions`` with the one of ``type_`` set; lastTransitionTime moves only when it changes."""
