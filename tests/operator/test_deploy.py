@@ -140,6 +140,20 @@ def test_secrets_are_read_by_name_never_listed_or_watched():
     assert granted(CLUSTER_ROLE["rules"], "", "secrets") == {"get", "create", "update", "delete"}
 
 
+def test_configmaps_are_read_by_name_only():
+    # The metal-stack image catalogue (ConfigMap metal-stack-images) and the firewalls' rule sets, got by name.
+    assert granted(CLUSTER_ROLE["rules"], "", "configmaps") == {"get"}
+
+
+def test_what_a_metal_stack_cluster_makes_it_may_create_and_delete():
+    # Its node network (an IPPool, from an IPPrefixClaim), its MetalStackFirewall, and its servers' IPClaims.
+    rules = CLUSTER_ROLE["rules"]
+    assert {"create", "delete"} <= granted(rules, "ipam.metal3.io", "ippools")
+    assert {"create", "delete"} <= granted(rules, "ipam.metal3.io", "ipprefixclaims")
+    assert {"create", "delete"} <= granted(rules, "ipam.metal3.io", "ipclaims")
+    assert {"create", "delete"} <= granted(rules, "infrastructure.cluster.x-k8s.io", "metalstackfirewalls")
+
+
 TENANT_ROLE = "metal3-baremetal-hostclaim-tenant"
 
 
@@ -246,10 +260,17 @@ def test_capm3_kinds_convert_through_the_operators_webhook_with_a_certificate_fr
                   if v["name"] == mount["name"])
     assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    # Only the CRDs serving several versions of the converted group: the metal-stack kinds of the same group
+    # serve one version each, nothing to convert, and neither a webhook nor cert-manager's CA injection.
+    assert {crd["metadata"]["name"] for crd in crds} >= {
+        f"{plural}.infrastructure.cluster.x-k8s.io" for plural in ("metalstackclusters", "metalstackmachines",
+                                                                  "metalstackfirewalls")}
     for crd in crds:
         several = len(crd["spec"]["versions"]) > 1 and crd["spec"]["group"] == "infrastructure.cluster.x-k8s.io"
         conversion = crd["spec"].get("conversion")
         assert bool(conversion) == several, crd["metadata"]["name"]
+        injected = "cert-manager.io/inject-ca-from" in (crd["metadata"].get("annotations") or {})
+        assert injected == several, crd["metadata"]["name"]
         if several:
             assert conversion["webhook"]["clientConfig"]["service"] == {
                 "namespace": service["metadata"]["namespace"], "name": service["metadata"]["name"],

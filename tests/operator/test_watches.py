@@ -12,6 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes import (
+    PREFIX_CLAIM_FINALIZER,
+    PREFIX_POOL_FINALIZER,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.common import (
+    CLUSTER_FINALIZER,
+    FIREWALL_FINALIZER,
+    MACHINE_FINALIZER,
+)
 from metal3_operator.watches import WatchesError, load, parse_duration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,8 +171,9 @@ def test_a_file_that_does_not_exist_is_refused(tmp_path):
 
 def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     watches = {w.kind: w for w in load(REPO / "operator" / "watches.yaml")}
-    assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "BareMetalHost", "HostClaim", "Metal3Cluster",
-                            "Metal3Machine", "Metal3DataClaim", "Metal3Data"}
+    assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "IPPrefixPool", "IPPrefixClaim", "BareMetalHost",
+                            "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3DataClaim", "Metal3Data",
+                            "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall"}
     claim = watches["IPClaim"]
     assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
                                                         "metal3.baremetal.ipam_reconcile")
@@ -174,6 +184,18 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     assert all(w.reconcile_period is None for w in watches.values())
     assert all(w.mark_unsafe for w in watches.values())
     assert all(w.finalizer.role == w.role for w in watches.values())
+    # The metal-stack kinds at the one version each serves, with the finalizers the engine puts on them (the
+    # provider's); the kind is the watch's.
+    for kind, version, finalizer in (("MetalStackCluster", "v1alpha3", CLUSTER_FINALIZER),
+                                     ("MetalStackMachine", "v1alpha3", MACHINE_FINALIZER),
+                                     ("MetalStackFirewall", "v1alpha4", FIREWALL_FINALIZER)):
+        watch = watches[kind]
+        assert (watch.group, watch.version, watch.role) == ("infrastructure.cluster.x-k8s.io", version,
+                                                            "metal3.baremetal.metalstack")
+        assert watch.vars == {"metalstack_kind": kind}
+        assert watch.finalizer.name == finalizer
+    for kind, finalizer in (("IPPrefixPool", PREFIX_POOL_FINALIZER), ("IPPrefixClaim", PREFIX_CLAIM_FINALIZER)):
+        assert watches[kind].vars == {"ipam_reconcile_kind": kind} and watches[kind].finalizer.name == finalizer
 
 
 def test_every_key_of_the_schema_is_read(cwd, monkeypatch):
