@@ -9,7 +9,7 @@ import ipaddress
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import CLUSTER_NAME_LABEL
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
@@ -35,15 +35,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.firewa
     parse_rules,
     render_ruleset,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.machine import paused
 from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.server import (
     NO_HOST_WAIT,
     WAIT,
     Attachment,
     Server,
     ServerResult,
-    delete_server,
     provisioned,
+    reconcile_server,
     waiting_step,
     write_status,
 )
@@ -55,22 +54,9 @@ KIND = "MetalStackFirewall"
 
 def reconcile_metalstack_firewall(store: Store, ref: Ref, dry_run: bool = False) -> ServerResult:
     """One step of the MetalStackFirewall named by ``ref``."""
-    try:
-        obj = store.get(ref)
-    except NotFound:
-        return ServerResult(None, message="gone", phase="deleted")
-    server = Server(store, obj, dry_run)
-    cluster = cluster_for(store, obj)
-    if paused(store, obj, cluster):
-        return ServerResult(obj, message="paused", phase="paused", host=server.host_name)
-    if obj["metadata"].get("deletionTimestamp"):
-        return delete_server(store, server, FIREWALL_FINALIZER, "network-data", "user-data")
-    try:
-        return _normal(store, server, cluster)
-    except Invalid as e:
-        changed = write_status(store, server, False, [(MACHINE_READY, False, "InvalidConfiguration", str(e))],
-                               failure=str(e))
-        return ServerResult(server.obj, changed, None, str(e), phase="failed", host=server.host_name, error=str(e))
+    return reconcile_server(store, ref, dry_run, FIREWALL_FINALIZER, ("network-data", "user-data"),
+                            lambda obj: cluster_for(store, obj),
+                            lambda server, cluster: _normal(store, server, cluster))
 
 
 def node_address(pool: Object) -> tuple[str, Address]:

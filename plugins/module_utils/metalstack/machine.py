@@ -8,10 +8,9 @@ from __future__ import annotations
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
     CLUSTER_NAME_LABEL,
-    PAUSED_ANNOTATION,
     owner_named,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
@@ -24,7 +23,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.common
     MACHINE_CREATED,
     MACHINE_FINALIZER,
     MACHINE_READY,
-    capi_cluster,
     capi_owner,
     cluster_for,
     machine_type,
@@ -38,8 +36,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.server
     Attachment,
     Server,
     ServerResult,
-    delete_server,
     provisioned,
+    reconcile_server,
     waiting_step,
     write_status,
 )
@@ -51,32 +49,14 @@ KIND = "MetalStackMachine"
 
 def reconcile_metalstack_machine(store: Store, ref: Ref, dry_run: bool = False) -> ServerResult:
     """One step of the MetalStackMachine named by ``ref``."""
-    try:
-        obj = store.get(ref)
-    except NotFound:
-        return ServerResult(None, message="gone", phase="deleted")
-    server = Server(store, obj, dry_run)
-    capi_machine = capi_machine_of(store, obj)
-    cluster = cluster_for(store, obj, capi_machine)
-    if paused(store, obj, cluster):
-        return ServerResult(obj, message="paused", phase="paused", host=server.host_name)
-    if obj["metadata"].get("deletionTimestamp"):
-        return delete_server(store, server, MACHINE_FINALIZER, "network-data")
-    try:
-        return _normal(store, server, capi_machine, cluster)
-    except Invalid as e:
-        changed = write_status(store, server, False, [(MACHINE_READY, False, "InvalidConfiguration", str(e))],
-                               failure=str(e))
-        return ServerResult(server.obj, changed, None, str(e), phase="failed", host=server.host_name, error=str(e))
+    machines: list[Object | None] = []  # its Cluster API Machine, found with its cluster
 
+    def cluster_of(obj: Object) -> Object | None:
+        machines.append(capi_machine_of(store, obj))
+        return cluster_for(store, obj, machines[-1])
 
-def paused(store: Store, obj: Object, cluster: Object | None) -> bool:
-    """Cluster API's pause: the object's annotation, or its Cluster's spec.paused (clusterctl move sets both)."""
-    if PAUSED_ANNOTATION in (obj["metadata"].get("annotations") or {}):
-        return True
-    name = (cluster or {}).get("metadata", {}).get("name") or (obj["metadata"].get("labels") or {}).get(
-        CLUSTER_NAME_LABEL, "")
-    return bool(((capi_cluster(store, name, obj["metadata"]["namespace"]) or {}).get("spec") or {}).get("paused"))
+    return reconcile_server(store, ref, dry_run, MACHINE_FINALIZER, ("network-data",), cluster_of,
+                            lambda server, cluster: _normal(store, server, machines[-1], cluster))
 
 
 def capi_machine_of(store: Store, obj: Object) -> Object | None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CLUSTER_NAME_LABEL,
     HOST_ANNOTATION,
+    PAUSED_ANNOTATION,
     SECRET_TYPE,
     owner_reference,
 )
@@ -56,6 +57,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.common
     MACHINE_API,
     MACHINE_CREATED,
     MACHINE_READY,
+    capi_cluster,
     host_id,
     is_host,
     pinned_id,
@@ -365,3 +367,36 @@ def waiting_step(store: Store, server: Server, before: Object, phase: str, messa
                                         (MACHINE_READY, False, "Waiting", message)])
     return ServerResult(server.obj, server.obj != before, requeue, message, waits_on or [], host=server.host_name,
                         phase=phase)
+
+
+def reconcile_server(store: Store, ref: Ref, dry_run: bool, finalizer: str, secrets: tuple[str, ...],
+                     cluster_of: Callable[[Object], Object | None],
+                     normal: Callable[[Server, Object | None], ServerResult]) -> ServerResult:
+    """One step of a MetalStackMachine or MetalStackFirewall: gone, paused (with its cluster), deleted (the host,
+    the addresses and ``secrets`` released, then ``finalizer``), or ``normal``; a spec that cannot be served is
+    said in its status (failureMessage, MachineReady False) and the result's ``error``."""
+    try:
+        obj = store.get(ref)
+    except NotFound:
+        return ServerResult(None, message="gone", phase="deleted")
+    server = Server(store, obj, dry_run)
+    cluster = cluster_of(obj)
+    if paused(store, obj, cluster):
+        return ServerResult(obj, message="paused", phase="paused", host=server.host_name)
+    if obj["metadata"].get("deletionTimestamp"):
+        return delete_server(store, server, finalizer, *secrets)
+    try:
+        return normal(server, cluster)
+    except Invalid as e:
+        changed = write_status(store, server, False, [(MACHINE_READY, False, "InvalidConfiguration", str(e))],
+                               failure=str(e))
+        return ServerResult(server.obj, changed, None, str(e), phase="failed", host=server.host_name, error=str(e))
+
+
+def paused(store: Store, obj: Object, cluster: Object | None) -> bool:
+    """Cluster API's pause: the object's annotation, or its Cluster's spec.paused (clusterctl move sets both)."""
+    if PAUSED_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+        return True
+    name = (cluster or {}).get("metadata", {}).get("name") or (obj["metadata"].get("labels") or {}).get(
+        CLUSTER_NAME_LABEL, "")
+    return bool(((capi_cluster(store, name, obj["metadata"]["namespace"]) or {}).get("spec") or {}).get("paused"))
