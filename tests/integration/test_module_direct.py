@@ -50,7 +50,7 @@ def run_module(name: str, args: dict[str, Any]) -> Outcome:
 def seed(store_path: str) -> None:
     """What the cases read: a pool, a cluster with a control-plane endpoint, a machine template, a machine, a data
     claim of a template that does not exist, a host (not available) and its BMC credentials, a HostClaim (no
-    HostDeployPolicy admits its namespace)."""
+    HostDeployPolicy admits its namespace), a MetalStackCluster whose partition has no super-network."""
     with open_store({"backend": "local", "store_path": store_path}) as store:
         store.create({"apiVersion": IPAM, "kind": "IPPool", "metadata": {"name": "mgmt", "namespace": NS},
                       "spec": {"namePrefix": "mgmt", "pools": [{"start": "10.0.0.10", "end": "10.0.0.20"}],
@@ -76,6 +76,9 @@ def seed(store_path: str) -> None:
                       "metadata": {"name": "web-0", "namespace": NS},
                       "spec": {"poweredOn": True, "image": {"url": "http://images/os.qcow2",
                                                             "checksum": "http://images/os.qcow2.sha256sum"}}})
+        store.create({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3", "kind": "MetalStackCluster",
+                      "metadata": {"name": "ms", "namespace": NS},
+                      "spec": {"partition": "rack-1", "controlPlaneEndpoint": {"host": "203.0.113.9", "port": 6443}}})
 
 
 @dataclass
@@ -111,6 +114,13 @@ CASES = [
     Case("hostclaim", {"name": "web-0", "namespace": NS},
          lambda r: r["changed"] and [(c["name"], c["phase"], c["host"], c["message"]) for c in r["claims"]]
          == [("web-0", "pending", "", f"no HostDeployPolicy admits namespace {NS}")]),
+    Case("machine_type", {"name": "small", "namespace": NS, "definition": {
+        "apiVersion": "metal3.io/v1alpha1", "kind": "MachineType", "metadata": {"name": "small"},
+        "spec": {"constraints": [{"type": "cores", "min": 2}]}}},
+         lambda r: r["changed"] and r["hosts"] == [] and r["ready"]),  # host-0 is not inspected
+    Case("metalstack", {"kind": "MetalStackCluster", "name": "ms", "namespace": NS},
+         lambda r: r["changed"] and [(o["name"], o["ready"], o["message"]) for o in r["objects"]]
+         == [("ms", False, f"no IPPrefixPool of partition rack-1 (nor one without a partition) in namespace {NS}")]),
     Case("resource", {"definition": {"apiVersion": "v1", "kind": "ConfigMap",
                                      "metadata": {"name": "cm", "namespace": NS}, "data": {"k": "v"}}},
          lambda r: r["changed"] and r["result"]["data"] == {"k": "v"}),
