@@ -98,5 +98,5 @@ def apply_ruleset(text: str, times: int = 1, before: str = "") -> Applied:
     result = _in_namespace(script, before, text, args=(str(times),))
     if result.returncode != 0:
         raise AssertionError(f"nft -f failed (applied {times} times):\n{result.stderr.strip()}\n\n{_numbered(text)}")
-    listed, _, as_json = result.stdout.partition(SEPARATOR + "\n")
+    listed, _separator, as_json = result.stdout.partition(SEPARATOR + "\n")
     return Applied(listed, json.loads(as_json))

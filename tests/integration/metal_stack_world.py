@@ -67,19 +67,19 @@ def partition(store: Any, namespace: str, hosts: int = 6, prefixes: tuple[str, .
         store.create({"apiVersion": BMH_API, "kind": "MachineType", "metadata": {"name": name, "namespace": namespace},
                       "spec": {"constraints": [{"type": "cores", "min": cores, "max": cores},
                                                {"type": "memory", "min": "2Gi", "max": "64Gi"}]}})
-    store.create({"apiVersion": IPAM_API, "kind": "IPPrefixPool", "metadata": {"name": "vagrant-super",
-                                                                                "namespace": namespace},
+    store.create({"apiVersion": IPAM_API, "kind": "IPPrefixPool",
+                  "metadata": {"name": "vagrant-super", "namespace": namespace},
                   "spec": {"prefixes": list(prefixes), "prefixLength": prefix_length, "partition": "vagrant"}})
-    store.create({"apiVersion": IPAM_API, "kind": "IPPool", "metadata": {"name": "internet-vagrant-lab",
-                                                                          "namespace": namespace},
+    store.create({"apiVersion": IPAM_API, "kind": "IPPool",
+                  "metadata": {"name": "internet-vagrant-lab", "namespace": namespace},
                   "spec": {"namePrefix": "internet-vagrant-lab", "prefix": 24, "gateway": "100.255.254.254",
                            "pools": [{"start": "100.255.254.1", "end": "100.255.254.200"}]}})
     images = {name: json.dumps({"url": f"http://images.example/{name}.qcow2",
                                 "checksum": f"http://images.example/{name}.qcow2.sha256sum",
                                 "checksumType": "sha256", "diskFormat": "qcow2"})
               for name in ("ubuntu-cloud-init-20.04", "firewall-ubuntu-2.0")}
-    store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "metal-stack-images",
-                                                                         "namespace": namespace}, "data": images})
+    store.create({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "metal-stack-images", "namespace": namespace}, "data": images})
     return made
 
 

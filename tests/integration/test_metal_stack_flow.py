@@ -68,8 +68,8 @@ def test_the_seeds_cluster_gets_its_node_network_and_firewall_and_is_ready(store
     assert step.ready and step.error == "", step.message
     cluster = store.get(cluster_ref())
     assert cluster["status"]["ready"] is True
-    assert [(o["kind"], o["name"]) for o in cluster["metadata"]["ownerReferences"]] == [("Cluster",
-                                                                                          "metal-stack-cluster")]
+    owners = [(o["kind"], o["name"]) for o in cluster["metadata"]["ownerReferences"]]
+    assert owners == [("Cluster", "metal-stack-cluster")]
     assert cluster["status"]["nodeNetwork"] == "10.8.0.0/24"
     assert cluster["spec"]["nodeNetworkID"] == "metal-stack-cluster-node-network"  # upstream writes it back
     assert cluster["spec"]["controlPlaneEndpoint"] == {"host": "100.255.254.1", "port": 6443}  # given: kept
@@ -190,7 +190,7 @@ def test_deleting_the_cluster_frees_machines_firewall_address_and_network_in_tha
     step = reconcile_metalstack_cluster(store, cluster_ref())
     assert step.message == "waiting for 1 MetalStackMachines to go" and all(left().values())
     store.delete(machine_ref("metal-stack-machine"))
-    for _ in range(20):
+    for _round in range(20):
         for reconcile, ref in ((reconcile_metalstack_machine, machine_ref("metal-stack-machine")),
                                (reconcile_metalstack_cluster, cluster_ref())):
             step = reconcile(store, ref)
@@ -221,7 +221,6 @@ def test_unpinned_machines_leave_the_hosts_others_pin_alone(store):
     waiting = next(step for step in steps if not step.host)
     assert "server-0 is pinned by MetalStackFirewall metal-stack-cluster-firewall" in waiting.message, waiting.message
     assert reconcile_metalstack_firewall(store, firewall_ref()).host == f"{NS}/server-0"
-
 
 
 def test_upstreams_spellings_size_metal_provider_ids_node_network_id_and_control_plane_ip(store):

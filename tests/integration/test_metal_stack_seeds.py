@@ -44,7 +44,7 @@ def test_the_seeds_manifests_as_written_reconcile_to_ready_with_their_owners(tmp
 
         def ready(reconcile, api, kind, name, namespace):
             ref = Ref(f"{INFRA}/{api}", kind, name, namespace)
-            for _ in range(3):
+            for _step in range(3):
                 step = reconcile(local, ref)
                 if getattr(step, "host", "") and not step.ready:
                     namespace_, name_ = step.host.split("/")

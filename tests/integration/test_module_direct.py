@@ -114,9 +114,10 @@ CASES = [
     Case("hostclaim", {"name": "web-0", "namespace": NS},
          lambda r: r["changed"] and [(c["name"], c["phase"], c["host"], c["message"]) for c in r["claims"]]
          == [("web-0", "pending", "", f"no HostDeployPolicy admits namespace {NS}")]),
-    Case("machine_type", {"name": "small", "namespace": NS, "definition": {
-        "apiVersion": "metal3.io/v1alpha1", "kind": "MachineType", "metadata": {"name": "small"},
-        "spec": {"constraints": [{"type": "cores", "min": 2}]}}},
+    Case("machine_type", {"name": "small", "namespace": NS,
+                          "definition": {"apiVersion": "metal3.io/v1alpha1", "kind": "MachineType",
+                                         "metadata": {"name": "small"},
+                                         "spec": {"constraints": [{"type": "cores", "min": 2}]}}},
          lambda r: r["changed"] and r["hosts"] == [] and r["ready"]),  # host-0 is not inspected
     Case("metalstack", {"kind": "MetalStackCluster", "name": "ms", "namespace": NS},
          lambda r: r["changed"] and [(o["name"], o["ready"], o["message"]) for o in r["objects"]]

@@ -262,9 +262,9 @@ def test_capm3_kinds_convert_through_the_operators_webhook_with_a_certificate_fr
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
     # Only the CRDs serving several versions of the converted group: the metal-stack kinds of the same group
     # serve one version each, nothing to convert, and neither a webhook nor cert-manager's CA injection.
-    assert {crd["metadata"]["name"] for crd in crds} >= {
-        f"{plural}.infrastructure.cluster.x-k8s.io" for plural in ("metalstackclusters", "metalstackmachines",
-                                                                  "metalstackfirewalls")}
+    metal_stack = ("metalstackclusters", "metalstackmachines", "metalstackfirewalls")
+    assert {crd["metadata"]["name"] for crd in crds} >= {f"{plural}.infrastructure.cluster.x-k8s.io"
+                                                         for plural in metal_stack}
     for crd in crds:
         several = len(crd["spec"]["versions"]) > 1 and crd["spec"]["group"] == "infrastructure.cluster.x-k8s.io"
         conversion = crd["spec"].get("conversion")

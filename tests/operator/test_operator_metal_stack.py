@@ -138,8 +138,8 @@ def deployed_operator(kube_cluster: KubeCluster, kube_namespace: str, ironic: An
     """Starts the operator, on Ironic, with a kubeconfig holding a token of a ServiceAccount bound to the shipped
     ClusterRole; stopped (its log shown) and the grant removed after the test."""
     api = kube_cluster.api_client()
-    role = next(d for d in yaml.safe_load_all((REPO / "operator/config/rbac/role.yaml").read_text())
-                if d and d["kind"] == "ClusterRole")
+    role = [d for d in yaml.safe_load_all((REPO / "operator/config/rbac/role.yaml").read_text())
+            if d and d["kind"] == "ClusterRole"][0]
     name = f"metal3-operator-metal-stack-{secrets.token_hex(3)}"
     role["metadata"] = {"name": name}
     rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)

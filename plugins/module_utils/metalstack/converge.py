@@ -5,7 +5,7 @@ hosts they hold until each is ready or deleted."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, split_reference
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
@@ -34,7 +34,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.machin
 from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.server import ServerResult
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
-Step = ClusterResult | ServerResult
+Step = Union[ClusterResult, ServerResult]  # noqa: UP007 - a runtime alias, for Python 3.9's pylint
 # kind -> (the apiVersion the engine reads it at, its reconcile)
 KINDS: dict[str, tuple[str, Callable[[Store, Ref, bool], Any]]] = {
     "MetalStackCluster": (CLUSTER_API, reconcile_metalstack_cluster),

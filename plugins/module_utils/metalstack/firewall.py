@@ -122,4 +122,3 @@ def _normal(store: Store, server: Server, cluster: Object | None) -> ServerResul
                                          "" if ready else state)], addresses)
     return ServerResult(server.obj, server.obj != before, None if ready else WAIT, "ready" if ready else state,
                         ready=ready, host=server.host_name, phase="provisioned" if ready else "provisioning")
-

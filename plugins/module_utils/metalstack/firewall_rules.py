@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import name_problem
@@ -59,7 +59,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - a runtime alias, for Python 3.9's pylint
 Protocol = Literal["TCP", "UDP"]
 EgressPolicy = Literal["allow", "deny"]
 

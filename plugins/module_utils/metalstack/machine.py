@@ -139,4 +139,3 @@ def _user_data(store: Store, server: Server, capi_machine: Object | None) -> dic
         raise Invalid(f"spec.userData.namespace: {ref['namespace']} is not the machine's namespace; the host reads "
                       "Secrets of its own namespace only")
     return {"name": ref["name"], "namespace": server.ref.namespace}
-

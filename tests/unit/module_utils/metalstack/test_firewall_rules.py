@@ -75,8 +75,8 @@ BAD_SPECS: list[tuple[Any, str]] = [
 ]
 
 
-@pytest.mark.parametrize("spec,message", BAD_SPECS, ids=[m.split(":")[0] + "-" + str(i) for i, (_, m) in
-                                                          enumerate(BAD_SPECS)])
+@pytest.mark.parametrize("spec,message", BAD_SPECS,
+                         ids=[message.split(":")[0] + "-" + str(i) for i, (_spec, message) in enumerate(BAD_SPECS)])
 def test_bad_spec_is_refused_naming_the_field(spec: Any, message: str) -> None:
     with pytest.raises(Invalid) as refused:
         parse_rules(spec)
