@@ -2,12 +2,12 @@
 # The lab's images, built once per machine from Debian packages and PyPI (no diskimage-builder sources are
 # reachable): an ironic-python-agent ramdisk (ipa.kernel + ipa.initramfs) and its bootable ISO (ipa.iso, BIOS and
 # UEFI Secure Boot), and a whole-disk Debian cloud image (debian.qcow2, BIOS and UEFI, cloud-init reading a
-# config drive), with SHA256SUMS; and esp.img, the EFI system partition Ironic puts on the UEFI ISOs it builds
-# for virtual media. Needs root (debootstrap, loop devices, mounts).
+# config drive, nftables), with SHA256SUMS; and esp.img, the EFI system partition Ironic puts on the UEFI ISOs it
+# builds for virtual media. Needs root (debootstrap, loop devices, mounts).
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r5  # bump when the recipe changes, so cached images are rebuilt
+BUILD_REVISION=r6  # bump when the recipe changes, so cached images are rebuilt
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -279,22 +279,24 @@ GRUB_CMDLINE_LINUX_DEFAULT=""
 GRUB_TERMINAL="console serial"
 GRUB_SERIAL_COMMAND="serial --speed=115200"
 EOF
-  log "installing the kernel, GRUB (BIOS and signed EFI), cloud-init"
+  log "installing the kernel, GRUB (BIOS and signed EFI), cloud-init, nftables"
   in_chroot "$dir" apt-get update -q
   # grub-install runs below, on the loop device.
   echo 'grub-pc grub-pc/install_devices_empty boolean true' | chroot "$dir" debconf-set-selections
   # The generic kernel: the cloud one has virtio, bonding and 8021q but no AHCI (q35's SATA disks and CD-ROMs)
-  # nor e1000e.
+  # nor e1000e. nftables: a MetalStackFirewall's user data applies its rule set with nft (the lab test reads it
+  # back from inside the guest).
   in_chroot "$dir" apt-get install -y -q --no-install-recommends linux-image-amd64 grub-pc \
     grub-efi-amd64-signed shim-signed cloud-init cloud-guest-utils netplan.io systemd-resolved \
     qemu-guest-agent openssh-server sudo ifenslave vlan iproute2 e2fsprogs \
-    dosfstools less
+    dosfstools less nftables
   kver="$(basename "$(ls -d "$dir"/lib/modules/*)")"
   for m in bonding 8021q virtio_net virtio_blk ahci; do
     find "$dir/lib/modules/$kver" -name "$m.ko*" | grep -q . ||
       grep -q "/$m.ko" "$dir/lib/modules/$kver/modules.builtin" ||
       { log "kernel $kver has no $m module"; exit 1; }
   done
+  [[ -x "$dir/usr/sbin/nft" ]] || { log "the image has no nft"; exit 1; }
   # BIOS: GRUB in the BIOS boot partition.
   in_chroot "$dir" grub-install --target=i386-pc "$loop"
   in_chroot "$dir" update-grub
@@ -308,6 +310,10 @@ system_info:
   network:
     renderers: [netplan, networkd]
 EOF
+  # The system's locale: C.UTF-8, built into glibc. Without one, cloud-init's locale module asks for en_US.UTF-8,
+  # which Debian's locale-gen does not make from an argument, and update-locale fails: cloud-init's status is
+  # error (seen in the lab).
+  echo LANG=C.UTF-8 > "$dir/etc/default/locale"
   in_chroot "$dir" systemctl enable systemd-networkd systemd-resolved
   # cloud-init waits for network-online: one configured link is enough, and a NIC-less boot not held 2 minutes.
   mkdir -p "$dir/etc/systemd/system/systemd-networkd-wait-online.service.d"

@@ -3,41 +3,86 @@ DHCP), inspected by the agent, provisioned by playbooks/lab-demo.yml with the se
 VLAN templates, and checked from inside each booted guest; then deprovisioned (cleaned) and deleted.
 
 The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
+
+Beside the demo, at the same time, a third server becomes a metal-stack firewall (playbooks/lab-metal-stack.yml):
+a MetalStackCluster's MetalStackFirewall, pinned to it, boots the lab's Debian image with its nftables rule set,
+which is read back from inside the guest; deleting the cluster deprovisions and frees the host and releases the
+firewall's addresses.
+
 Slow (every machine runs under emulation where KVM cannot boot it): one test, one lab at a time."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import sqlite3
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import secret_values
 from tests.harness import guest
+from tests.harness.nft import Applied
 from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time, without_leftovers
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 DEMO_PLAYBOOK = REPO / "playbooks" / "lab-demo.yml"
+IRONIC_PLAYBOOK = REPO / "playbooks" / "lab-ironic.yml"
+METAL_STACK_PLAYBOOK = REPO / "playbooks" / "lab-metal-stack.yml"
 BASE = REPO / "build" / "lab-provisioning"
 NETNS = "metal3-lab-prov"
 # One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
-SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
-           {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
+DEMO_SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
+                {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
+# The metal-stack firewall's server (IPMI and PXE), which the demo leaves alone.
+FIREWALL_SERVER = "lab-prov-2"
+SERVERS = [*DEMO_SERVERS, {"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}]
 LAB = {"virtual_lab_base_dir": str(BASE), "virtual_lab_netns": NETNS, "virtual_lab_bridge": "labpbr0",
        "virtual_lab_servers": SERVERS}
 # The gateway of each failure domain's management VLAN (playbooks/files/lab/cluster.yaml.j2).
 GATEWAYS = {"az-a": "192.168.11.1", "az-b": "192.168.21.1"}
+# playbooks/lab-metal-stack.yml's cluster and firewall; the lab's provisioning network, which holds both the
+# firewall's node network and its public network (playbooks/files/lab/metal-stack.yaml.j2).
+METAL_STACK_CLUSTER = "metal-stack-lab"
+FIREWALL = f"{METAL_STACK_CLUSTER}-firewall"
+LAB_NETWORK = ipaddress.ip_network("172.22.0.0/24")
+LAB_HOST = "172.22.0.1"
 
 
 def demo(images: Path, state: str = "present") -> str:
     run = ansible_playbook(DEMO_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images),
-                                           "lab_state": state, "lab_wait_timeout": 3000},
+                                           "lab_state": state, "lab_wait_timeout": 3000,
+                                           "lab_demo_excluded_servers": [FIREWALL_SERVER]},
                            timeout=4000, netns=NETNS)
     assert run.ok, run.output[-8000:]
     return run.output
+
+
+def metal_stack(images: Path, state: str = "present") -> str:
+    run = ansible_playbook(METAL_STACK_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images),
+                                                  "lab_state": state, "lab_wait_timeout": 3000,
+                                                  "lab_firewall_server": FIREWALL_SERVER},
+                           timeout=4000, netns=NETNS)
+    assert run.ok, run.output[-8000:]
+    return run.output
+
+
+def side_by_side(images: Path, state: str = "present") -> tuple[str, str]:
+    """The demo and the metal-stack firewall at once, each its own ansible-playbook on the lab's one Ironic and
+    store, as two users would: the servers are enrolled, inspected, cleaned, deployed and deprovisioned together.
+    Ironic is started first (both playbooks' first play then finds it running)."""
+    if state == "present":
+        ironic = ansible_playbook(IRONIC_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images)},
+                                  timeout=900, netns=NETNS)
+        assert ironic.ok, ironic.output[-5000:]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ours, theirs = pool.submit(demo, images, state), pool.submit(metal_stack, images, state)
+        return ours.result(), theirs.result()
 
 
 def stored(kind: str) -> dict[str, dict[str, Any]]:
@@ -79,27 +124,30 @@ def test_servers_enrolled_by_ipmi_and_by_virtual_media_boot_the_rendered_network
 
 def provision_check_and_release(images: Path) -> None:
     started = time.monotonic()
-    output = demo(images)
-    print(f"provisioned and booted in {time.monotonic() - started:.0f}s")
+    output, metal_stack_output = side_by_side(images)
+    print(f"provisioned and booted (the demo's machines and the firewall) in {time.monotonic() - started:.0f}s")
     servers = {s["name"]: s for s in json.loads((BASE / "servers.json").read_text())}
-    hosts = stored("BareMetalHost")
-    assert sorted(hosts) == sorted(servers)
+    demo_servers = {name: server for name, server in servers.items() if name != FIREWALL_SERVER}
+    hosts = {name: host for name, host in stored("BareMetalHost").items()
+             if (host["metadata"].get("labels") or {}).get("metal3.baremetal/lab") == "true"}
+    assert sorted(hosts) == sorted(demo_servers)
     for name, host in hosts.items():
         status = host["status"]
         assert status["provisioning"]["state"] == "provisioned", status
         # The agent's inventory: the server's real NICs (its two MACs) and its disk.
         assert {nic["mac"] for nic in status["hardware"]["nics"]} >= set(servers[name]["macs"])
         assert any(disk["name"].endswith("vda") for disk in status["hardware"]["storage"])
-    assert hosts[SERVERS[0]["name"]]["spec"]["bmc"]["address"].startswith("ipmi://")
-    assert hosts[SERVERS[1]["name"]]["spec"]["bmc"]["address"].startswith("redfish-virtualmedia+http://")
+    assert hosts[DEMO_SERVERS[0]["name"]]["spec"]["bmc"]["address"].startswith("ipmi://")
+    assert hosts[DEMO_SERVERS[1]["name"]]["spec"]["bmc"]["address"].startswith("redfish-virtualmedia+http://")
     # PXE for the IPMI server; not one DHCP answer to the virtual-media one.
     acked = set(re.findall(r"DHCPACK\(labpbr0\) \S+ (\S+)", (BASE / "dnsmasq.log").read_text()))
-    assert servers[SERVERS[0]["name"]]["macs"][0] in acked
-    assert not acked & set(servers[SERVERS[1]["name"]]["macs"])
+    assert servers[DEMO_SERVERS[0]["name"]]["macs"][0] in acked
+    assert not acked & set(servers[DEMO_SERVERS[1]["name"]]["macs"])
+    assert servers[FIREWALL_SERVER]["macs"][0] in acked  # the firewall's agent, by PXE too
     assert "Seen from inside the guests" in output
 
     machines = stored("Metal3Machine")
-    assert len(machines) == len(SERVERS)
+    assert len(machines) == len(DEMO_SERVERS)
     for machine in machines.values():
         host_name = machine["metadata"]["annotations"]["metal3.io/BareMetalHost"].split("/")[-1]
         domain = hosts[host_name]["metadata"]["labels"]["infrastructure.cluster.x-k8s.io/failure-domain"]
@@ -121,12 +169,88 @@ def provision_check_and_release(images: Path) -> None:
         assert len(addresses) == 2
         assert seen.default_gateway == GATEWAYS[domain]
 
-    # A second run changes nothing.
-    again = demo(images)
-    assert re.search(r"changed=0\s", again), again[-3000:]
+    started = time.monotonic()
+    check_firewall(servers[FIREWALL_SERVER], metal_stack_output)
+    print(f"firewall checked from inside its guest in {time.monotonic() - started:.0f}s")
 
-    # Deprovision (metadata cleaning, power off) and delete: no Ironic node is left.
-    demo(images, "absent")
+    # A second run changes nothing, in either playbook.
+    again, metal_stack_again = side_by_side(images)
+    assert re.search(r"changed=0\s", again), again[-3000:]
+    assert re.search(r"changed=0\s", metal_stack_again), metal_stack_again[-3000:]
+
+    # Deprovision (metadata cleaning, power off) and delete: no Ironic node is left. The firewall goes with its
+    # cluster: its host deprovisioned (cleaned) and freed - still enrolled, available, held by no one, without
+    # the image - and its addresses released, before the host itself is deleted.
+    started = time.monotonic()
+    _demo_output, metal_stack_output = side_by_side(images, "absent")
+    print(f"deprovisioned and deleted in {time.monotonic() - started:.0f}s")
+    assert re.search(rf"^{FIREWALL_SERVER}\s+available\s+-\s+-\s*$", metal_stack_output, re.MULTILINE), \
+        metal_stack_output[-5000:]
+    for kind in ("MetalStackCluster", "MetalStackFirewall", "IPPrefixClaim", "IPPrefixPool", "MachineType"):
+        assert stored(kind) == {}, kind
+    pools = {"lab-public", f"{METAL_STACK_CLUSTER}-node-network"}
+    for kind in ("IPPool", "IPClaim", "IPAddress"):
+        left = {name for name, obj in stored(kind).items()
+                if name in pools or ((obj.get("spec") or {}).get("pool") or {}).get("name") in pools}
+        assert left == set(), (kind, left)
     assert stored("BareMetalHost") == {}
     assert ironic_nodes() == []
     assert {domain_state(name) for name in servers} == {"shut off"}
+
+
+def check_firewall(server: dict[str, Any], output: str) -> None:
+    """The MetalStackFirewall holds its pinned server, provisioned; inside the booted guest, cloud-init applied
+    the rule set of the firewall's user data: nft lists it, /etc/nftables.conf is the user data's file, IPv4
+    forwarding is on, and the guest holds the node network's gateway and its public address."""
+    firewall = stored("MetalStackFirewall")[FIREWALL]
+    cluster = stored("MetalStackCluster")[METAL_STACK_CLUSTER]
+    host = stored("BareMetalHost")[FIREWALL_SERVER]
+    assert firewall["status"]["ready"], firewall["status"]
+    assert firewall["spec"]["providerID"] == f"metalstack://{FIREWALL_SERVER}"
+    assert host["status"]["provisioning"]["state"] == "provisioned", host["status"]
+    assert host["spec"]["consumerRef"]["name"] == FIREWALL
+    assert host["spec"]["bmc"]["address"].startswith("ipmi://")
+    assert "metal3.baremetal/lab" not in host["metadata"]["labels"]  # none of the demo's
+    assert {nic["mac"] for nic in host["status"]["hardware"]["nics"]} >= set(server["macs"])
+    # The node network: a part of the lab's own network, whose first address the firewall holds.
+    node_network = ipaddress.ip_network(cluster["status"]["nodeNetwork"])
+    assert node_network.subnet_of(LAB_NETWORK), node_network
+    addresses = {a["type"]: a["address"] for a in firewall["status"]["addresses"]}
+    assert addresses["InternalIP"] == str(next(node_network.hosts()))
+    assert ipaddress.ip_address(addresses["ExternalIP"]) in LAB_NETWORK
+    assert re.search(rf"^{FIREWALL}\s+{FIREWALL_SERVER}\s+{node_network}\s", output, re.MULTILINE), output[-3000:]
+    user_data = yaml.safe_load(secret_values(stored("Secret")[f"{FIREWALL}-user-data"])["value"])
+    written = {f["path"]: f["content"] for f in user_data["write_files"]}
+
+    guest.wait_for_agent(FIREWALL_SERVER, 600)
+    # runcmd (sysctl, nft -f) is cloud-init's last stage, after the agent answers.
+    done = guest.execute(FIREWALL_SERVER, ["/usr/bin/cloud-init", "status", "--wait", "--long"], timeout=600)
+    if done.rc != 0:
+        log = guest.execute(FIREWALL_SERVER, ["/usr/bin/tail", "-n", "80", "/var/log/cloud-init-output.log"])
+        raise AssertionError(f"cloud-init in {FIREWALL_SERVER}: {done.out}{done.err}\n{log.out}")
+    seen = guest.network(FIREWALL_SERVER)
+    assert seen.hostname == FIREWALL  # the user data's hostname
+    held = {address for addresses_of in seen.addresses.values() for address in addresses_of}
+    assert f"{addresses['InternalIP']}/{node_network.prefixlen}" in held, seen.addresses
+    assert f"{addresses['ExternalIP']}/{LAB_NETWORK.prefixlen}" in held, seen.addresses
+    assert seen.default_gateway == LAB_HOST
+
+    listed = guest.execute(FIREWALL_SERVER, ["/usr/sbin/nft", "list", "ruleset"])
+    as_json = guest.execute(FIREWALL_SERVER, ["/usr/sbin/nft", "-j", "list", "ruleset"])
+    assert listed.rc == 0 and as_json.rc == 0, listed.err + as_json.err
+    applied = Applied(listed.out, json.loads(as_json.out))
+    print(f"the firewall's rule set, from inside {FIREWALL_SERVER}:\n{applied.text}")
+    assert {("inet", "metal3-firewall"), ("ip", "metal3-firewall-nat")} <= applied.tables(), applied.text
+    assert applied.chain("inet", "metal3-firewall", "input")["policy"] == "drop"
+    assert applied.chain("inet", "metal3-firewall", "forward")["policy"] == "drop"
+    node_match = {"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}},
+                            "right": {"prefix": {"addr": str(node_network.network_address),
+                                                 "len": node_network.prefixlen}}}}
+    forward = [item["rule"]["expr"] for item in applied.json["nftables"] if "rule" in item
+               and (item["rule"]["family"], item["rule"]["table"], item["rule"]["chain"])
+               == ("inet", "metal3-firewall", "forward")]
+    assert [node_match, {"accept": None}] in forward, applied.text
+    conf = guest.execute(FIREWALL_SERVER, ["/usr/bin/cat", "/etc/nftables.conf"])
+    assert conf.rc == 0 and conf.out == written["/etc/nftables.conf"], conf.out
+    forwarding = guest.execute(FIREWALL_SERVER, ["/usr/sbin/sysctl", "-n", "net.ipv4.ip_forward"])
+    assert forwarding.out.strip() == "1", forwarding.out + forwarding.err
