@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CLUSTER_NAME_LABEL,
+    PAUSED_ANNOTATION,
     owner_named,
     owner_reference,
 )
@@ -107,7 +108,7 @@ class _Flow:
 
     def paused(self) -> bool:
         return bool(((self.capi or {}).get("spec") or {}).get("paused")) or \
-            "cluster.x-k8s.io/paused" in (self.obj["metadata"].get("annotations") or {})
+            PAUSED_ANNOTATION in (self.obj["metadata"].get("annotations") or {})
 
     def _patch(self, patch: dict[str, Any]) -> None:
         self.obj = self.store.patch(self.ref, patch, dry_run=self.dry_run)

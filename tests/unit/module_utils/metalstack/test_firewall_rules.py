@@ -292,7 +292,7 @@ def test_user_data_writes_and_applies_the_ruleset() -> None:
 
 def test_a_hostile_comment_injects_neither_yaml_nor_nft() -> None:
     benign = render_ruleset("10.8.4.0/24", parse_rules({"egressRules": [{**EGRESS, "comment": "benign"}]}))
-    hostile_yaml = "x\nruncmd: [[rm, -rf, /]]\nwrite_files: []\n- path: /root/.ssh/authorized_keys"
+    hostile_yaml = "x\nruncmd: [[rm, -rf, /]]\nwrite_files: []\n- path: /etc/cron.d/injected"
     for comment in (HOSTILE, hostile_yaml, HOSTILE[:70] + "\n" + hostile_yaml[:50]):
         text = render_ruleset("10.8.4.0/24", parse_rules({"egressRules": [{**EGRESS, "comment": comment}]}))
         # one line differs from the benign rule set, the rule's own
