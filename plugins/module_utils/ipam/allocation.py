@@ -16,6 +16,7 @@ import hashlib
 import ipaddress
 import json
 import random
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, overload
 
@@ -28,6 +29,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     release_finalized,
@@ -317,6 +319,19 @@ def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: st
 
 # The widest window of free addresses a claimer that keeps losing spreads over.
 SPREAD_WINDOW = 64
+# A claimer that follows a pool's addresses (see _followed_addresses): the window its last allocation from it
+# ended with, so that one of a herd starts the next one spread out, and one alone narrows back to in order.
+_SPREAD: weakref.WeakKeyDictionary[Followed, int] = weakref.WeakKeyDictionary()
+
+
+def _followed_addresses(store: Store, pool_obj: Object) -> Followed | None:
+    """The pool's IPAddresses as the backend keeps them live, on kube-apiserver listed once per process and
+    watched, as upstream's controller sees them from its cache: there claimers see each other's addresses with
+    no read and no write of the pool. None on a backend that offers no live view (the local store, where every
+    write is serialised anyway): there they see each other through the pool's index, written before each create.
+    """
+    return store.follow(IPAM_API, "IPAddress", pool_obj["metadata"]["namespace"],
+                        f"{POOL_LABEL}={label_value(pool_obj['metadata']['name'])}")
 
 
 class _Candidates:
@@ -332,11 +347,12 @@ class _Candidates:
     read an index which had not caught up with one address still takes the next.
     """
 
-    def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim) -> None:
-        self.store, self.pool_obj, self.pool = store, pool_obj, pool
+    def __init__(self, store: Store, pool_obj: Object, pool: Pool, claim: _Claim, view: Followed | None) -> None:
+        self.store, self.pool_obj, self.pool, self.view = store, pool_obj, pool, view
         self.claim_name = claim.name
         self.version: str | None = pool_obj["metadata"].get("resourceVersion")  # of the index as last read
         self.in_use = InUse.of(pool.offsets_of(self._others(pool_obj)))
+        self.spread = _SPREAD.get(view, 1) if view is not None else 1
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
         self.losses = 0
@@ -385,6 +401,10 @@ class _Candidates:
                 self.start = offset
         self.losses += 1
         self.lost_addresses.add(address)
+        if self.view is not None:  # the addresses taken meanwhile, as the watch has brought them
+            for taken in self.pool.offsets_of(self._others(self.pool_obj)):
+                self.in_use.add(taken)
+            return
         # The index as it is now: with the addresses the claimers racing this one have since written there.
         with contextlib.suppress(NotFound):
             fresh = self.store.get(Ref.of(self.pool_obj))
@@ -393,13 +413,22 @@ class _Candidates:
                 self.in_use.add(taken)
 
     def _others(self, pool_obj: Object) -> list[str]:
-        """The addresses the index gives to other claims: the claim's own key is a pick of an earlier reconcile
-        of it that died before taking it, free for this one."""
+        """The addresses other claims hold: the pool's IPAddresses as followed, else those the index gives them
+        (the claim's own key is a pick of an earlier reconcile of it that died before taking it, free for it)."""
+        if self.view is not None:
+            name = pool_obj["metadata"]["name"]
+            return [a["spec"]["address"] for a in self.view.objects()
+                    if ((a.get("spec") or {}).get("pool") or {}).get("name") == name and "address" in a["spec"]]
         return [address for name, address in _allocations(pool_obj).items() if name != self.claim_name]
+
+    def done(self) -> None:
+        """Remember, for the claimer's next allocation from this pool, how spread out a herd made it."""
+        if self.view is not None:
+            _SPREAD[self.view] = min(self.spread * 2, SPREAD_WINDOW) if self.losses else max(self.spread // 2, 1)
 
     def _free_offsets(self, excluding: set[int] | None = None) -> list[int]:
         """Up to a window of free offsets (1, 1, 2, 4, ... after each loss), the first at or after ``start``."""
-        window = SPREAD_WINDOW if self.contended else min(1 << max(self.losses - 1, 0), SPREAD_WINDOW)
+        window = SPREAD_WINDOW if self.contended else min(self.spread << max(self.losses - 1, 0), SPREAD_WINDOW)
         found: list[int] = []
         start = self.start
         while len(found) < window:
@@ -572,7 +601,8 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         adopted = existing is not None
     if existing:
         address = existing["spec"]["address"]
-        if adopted or _allocations(pool_obj).get(claim.name) != address:  # a reconcile died before recording it
+        # A reconcile died before recording it (where claimers record their addresses in the index).
+        if not store.follows and (adopted or _allocations(pool_obj).get(claim.name) != address):
             _record(store, claim.pool, {claim.name: address}, dry_run)
         return Allocation(write_status(existing, None, None), address=existing, changed=adopted)
     # Checked before any write to the pool; what a claim already holds stays with it.
@@ -582,7 +612,8 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     if POOL_FINALIZER not in (pool_obj["metadata"].get("finalizers") or []) \
             and not pool_obj["metadata"].get("deletionTimestamp"):
         pool_obj = ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
-    candidates = _Candidates(store, pool_obj, pool, claim)
+    view = _followed_addresses(store, pool_obj)
+    candidates = _Candidates(store, pool_obj, pool, claim, view)
     # What the pool's index says of the claim: each address is written there before its create, so that the
     # claimers that read the index next pass it by instead of racing for it.
     indexed = _allocations(pool_obj).get(claim.name)
@@ -590,8 +621,11 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
 
     def hint(address: str | None) -> bool:
         """Write the claim's pick into the index, onto the pool as last read; False when another claimer wrote
-        it since (then this one is one of a herd that read the same index)."""
+        it since (then this one is one of a herd that read the same index). Claimers that follow the pool's
+        addresses need no index."""
         nonlocal indexed
+        if view is not None:
+            return True
         written = _record(store, pool_ref, {claim.name: address}, dry_run, version=candidates.version)
         if written is None:
             candidates.contended = True
@@ -641,7 +675,11 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         if kept is None:
             return Allocation(None, released=True, changed=True)
         taken = kept
-    if indexed != taken["spec"]["address"]:
+    candidates.done()
+    if view is not None:
+        if not dry_run:
+            view.put(taken)  # the claimer's next allocation must not wait for the watch to see this one
+    elif indexed != taken["spec"]["address"]:
         # Whatever the pool's version: the index must catch up with what is taken, or the claimers that read
         # it next all lose this address before they find the next free one.
         _record(store, claim.pool, {claim.name: taken["spec"]["address"]}, dry_run)

@@ -27,12 +27,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 
 
 class AdmittedStore(Store):
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.backend = inner.backend
+        self.follows = inner.follows
 
     def __getattr__(self, name: str) -> Any:  # the backend's own attributes (its path, its host)
         if name == "inner":
@@ -45,6 +47,9 @@ class AdmittedStore(Store):
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
         return self.inner.list(api_version, kind, namespace, label_selector)
+
+    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
+        return self.inner.follow(api_version, kind, namespace, label_selector)
 
     def create(self, obj: Object, dry_run: bool = False) -> Object:
         if isinstance(obj, dict) and rule_for(str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")):

@@ -14,10 +14,12 @@ from typing import Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 
 
 class Store(ABC):
     backend = ""
+    follows = False  # whether follow() gives live views
 
     @abstractmethod
     def get(self, ref: Ref) -> Object:
@@ -62,6 +64,11 @@ class Store(ABC):
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
         """Delete an object. With finalizers it is kept with a deletionTimestamp and returned; without,
         it is removed (None) and its dependents (ownerReferences) are deleted in cascade."""
+
+    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
+        """A live view of the objects a selector matches in one namespace (see store/followed.py), kept for the
+        store's life; None when the backend offers none (then read through the store)."""
+        return None
 
     @abstractmethod
     def close(self) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import threading
 import time
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -38,6 +40,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     require_identity,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 
 try:
     import urllib3
@@ -57,7 +60,11 @@ TOO_MANY_REQUESTS_RETRIES = 10
 STRICT = [("fieldValidation", "Strict")]
 MERGE_PATCH = "application/merge-patch+json"
 
+# A watch ends after this long and is started again from the last version seen, as client-go's reflector does.
+WATCH_SECONDS = 240
+
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _configuration(kubeconfig: str | dict[str, Any] | None, context: str | None, host: str | None,
@@ -118,6 +125,7 @@ def _message(e: Any) -> str:
 
 class KubernetesStore(Store):
     backend = "kubernetes"
+    follows = True
 
     def __init__(self, kubeconfig: str | dict[str, Any] | None = None, context: str | None = None,
                  host: str | None = None, api_key: str | None = None, validate_certs: bool | None = None,
@@ -131,9 +139,100 @@ class KubernetesStore(Store):
         self._api = k8s_client.ApiClient(configuration)
         self._resources: dict[tuple[str, str], Any] = {}
         self._dynamic = self._call(lambda: DynamicClient(self._api))
+        self._followed: dict[tuple[str, str, str, str], Followed | None] = {}
 
     def close(self) -> None:
+        for followed in self._followed.values():
+            if followed is not None:
+                followed.close()
         self._api.close()
+
+    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
+        """A view of the selector's objects, made once per selector for the store's life: the first call lists;
+        the second lists again and starts a watch (in a daemon thread) that keeps it current; later calls cost no
+        request. A one-shot process (a module's run) so makes one list and no watch. None when the list is
+        refused (no right to list the kind, or no answer): then the caller reads through the store."""
+        key = (api_version, kind, namespace, label_selector)
+        followed = self._followed.get(key)
+        if followed is not None and followed.kept:
+            return followed
+        if key in self._followed and followed is None:
+            return None
+        check_namespace(namespace, f"{kind} namespace")
+        resource = self._resource(api_version, kind)
+        selector = str(sel.parse_selector(label_selector))
+        view = followed or Followed()
+        try:
+            version = self._relist(view, resource, (api_version, kind), namespace, selector)
+        except StoreError as e:
+            log.debug("not following %s in %s: %s", kind, namespace, e)
+            self._followed[key] = None
+            return None
+        if followed is not None:  # its second use: the process lives on, so the view is kept current
+            view.kept = True
+            threading.Thread(target=self._keep, args=(view, resource, (api_version, kind), namespace, selector,
+                                                      version), name=f"follow {kind}", daemon=True).start()
+        self._followed[key] = view
+        return view
+
+    def _relist(self, followed: Followed, resource: Any, type_meta: tuple[str, str], namespace: str,
+                selector: str) -> str:
+        """Replace the view's objects by a list; the list's resourceVersion, to watch from."""
+        listed = self._answer(resource.get, namespace=namespace, label_selector=selector or None,
+                              _request_timeout=REQUEST_TIMEOUT)
+        for item in listed.get("items") or []:
+            item["apiVersion"], item["kind"] = type_meta
+        followed.replace(listed.get("items") or [])
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _keep(self, followed: Followed, resource: Any, type_meta: tuple[str, str], namespace: str, selector: str,
+              version: str | None) -> None:
+        """Watch from ``version``; list again when the watch's version is too old (410) or the watch fails
+        (backed off), until the view is closed."""
+        backoff = 0.5
+        while not followed.stopping.is_set():
+            try:
+                if version is None:
+                    version = self._relist(followed, resource, type_meta, namespace, selector)
+                version = self._watch(followed, resource, type_meta, namespace, selector, version)
+                backoff = 0.5
+            except Exception as e:  # noqa: BLE001 - the view outlives whatever one list or watch meets
+                log.debug("following %s in %s: %s", type_meta[1], namespace, e)
+                version = None
+                followed.stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _watch(self, followed: Followed, resource: Any, type_meta: tuple[str, str], namespace: str, selector: str,
+               version: str) -> str | None:
+        """Apply the watch's events from ``version`` until it ends (the last version seen) or that version is
+        too old (None: list again)."""
+        response = self._dynamic.request("get", resource.path(namespace=namespace), watch=True, serialize=False,
+                                         label_selector=selector or None, resource_version=version,
+                                         allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
+                                         _request_timeout=(REQUEST_TIMEOUT[0], WATCH_SECONDS + 30))
+        followed.interrupt = getattr(response, "shutdown", response.close)  # urllib3 2.3 can end a blocked read
+        try:
+            if followed.stopping.is_set():  # closed before the interrupt was in place
+                return version
+            for line in response:
+                if followed.stopping.is_set():
+                    break
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        return None
+                    raise Unavailable(f"watch: {obj.get('message')}")
+                version = str(obj["metadata"]["resourceVersion"])
+                if event.get("type") != "BOOKMARK":
+                    obj["apiVersion"], obj["kind"] = type_meta
+                    followed.apply(event["type"], obj)
+        finally:
+            followed.interrupt = lambda: None
+            response.release_conn()
+        return version
 
     def _call(self, operation: Callable[[], T]) -> T:
         """Run one API call, mapping the client's exceptions to the store's.
