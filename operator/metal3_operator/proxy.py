@@ -271,6 +271,7 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
 
         def _stream(self, answer: Any, headers: dict[str, str]) -> None:
             """A watch: each event as it comes, in chunks, until either side ends it."""
+            ended = False
             try:
                 self.send_response(answer.status)
                 for k, v in headers.items():
@@ -282,9 +283,12 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                     if chunk:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.write(b"0\r\n\r\n")
+                ended = True
             except (OSError, urllib3.exceptions.HTTPError):
                 self.close_connection = True  # the role went away, or the API server did
             finally:
+                if not ended:  # the rest of the watch is still on its way: its connection can serve nothing else
+                    answer.close()
                 answer.release_conn()
 
         def _unavailable(self, error: Exception) -> None:

@@ -241,6 +241,27 @@ def test_a_watch_streams_through(proxy: Proxy, custom: client.CustomObjectsApi, 
 
 
 @pytest.mark.kubernetes
+def test_a_watch_its_role_leaves_early_does_not_spoil_the_next_requests(
+        proxy: Proxy, custom: client.CustomObjectsApi, through: client.CustomObjectsApi, kube_namespace: str) -> None:
+    """A role process that ends while its watch is open (a store's live view, say): the API server's connection
+    that carried it still has the rest of the watch on its way, and must not be handed to the next request."""
+    import socket
+    import urllib.parse
+
+    custom.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", ipclaim("c0", kube_namespace))
+    where = urllib.parse.urlsplit(proxy.url)
+    for round_ in range(5):
+        with socket.create_connection((where.hostname, where.port)) as role:
+            role.sendall(f"GET /apis/{API_VERSION}/namespaces/{kube_namespace}/ipclaims?watch=true "
+                         f"HTTP/1.1\r\nHost: {where.netloc}\r\n\r\n".encode())
+            assert role.recv(65536).startswith(b"HTTP/1.")  # the watch is on, its first event maybe with it
+        custom.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims",
+                                               ipclaim(f"c{round_ + 1}", kube_namespace))
+        listed = through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims")
+        assert len(listed["items"]) == round_ + 2
+
+
+@pytest.mark.kubernetes
 def test_the_collections_kube_store_works_through_the_proxy(proxy: Proxy, cache: Cache, kube_namespace: str,
                                                             tmp_path: Path) -> None:
     store = KubernetesStore(kubeconfig=str(proxy.write_kubeconfig(tmp_path / "kubeconfig")))
