@@ -676,12 +676,14 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
             return Allocation(None, released=True, changed=True)
         taken = kept
     candidates.done()
-    if view is not None:
-        if not dry_run:
-            view.put(taken)  # the claimer's next allocation must not wait for the watch to see this one
-    elif indexed != taken["spec"]["address"]:
+    if view is not None and not dry_run:
+        view.put(taken)  # the claimer's next allocation must not wait for the watch to see this one
+    if indexed != taken["spec"]["address"] and (view is None or not view.kept):
         # Whatever the pool's version: the index must catch up with what is taken, or the claimers that read
-        # it next all lose this address before they find the next free one.
+        # it next all lose this address before they find the next free one. A claimer that runs once (a
+        # module's run, an operator's role) records its address there after taking it, for the pool's users;
+        # one that follows the pool live leaves the index to the pool's reconcile, and no shared object is
+        # written on its way.
         _record(store, claim.pool, {claim.name: taken["spec"]["address"]}, dry_run)
     return Allocation(write_status(taken, None, None), address=taken, changed=True)
 

@@ -168,7 +168,7 @@ class KubernetesStore(Store):
             log.debug("not following %s in %s: %s", kind, namespace, e)
             self._followed[key] = None
             return None
-        if followed is not None:  # its second use: the process lives on, so the view is kept current
+        if followed is not None and version:  # its second use: the process lives on, so keep the view current
             view.kept = True
             threading.Thread(target=self._keep, args=(view, resource, (api_version, kind), namespace, selector,
                                                       version), name=f"follow {kind}", daemon=True).start()
@@ -176,14 +176,16 @@ class KubernetesStore(Store):
         return view
 
     def _relist(self, followed: Followed, resource: Any, type_meta: tuple[str, str], namespace: str,
-                selector: str) -> str:
-        """Replace the view's objects by a list; the list's resourceVersion, to watch from."""
+                selector: str) -> str | None:
+        """Replace the view's objects by a list; the list's resourceVersion, to watch from (None when the list
+        has none: the real Ansible Operator's proxy answers lists from its cache without one)."""
         listed = self._answer(resource.get, namespace=namespace, label_selector=selector or None,
                               _request_timeout=REQUEST_TIMEOUT)
         for item in listed.get("items") or []:
             item["apiVersion"], item["kind"] = type_meta
         followed.replace(listed.get("items") or [])
-        return str(listed["metadata"]["resourceVersion"])
+        version = (listed.get("metadata") or {}).get("resourceVersion")
+        return str(version) if version else None
 
     def _keep(self, followed: Followed, resource: Any, type_meta: tuple[str, str], namespace: str, selector: str,
               version: str | None) -> None:
@@ -194,6 +196,8 @@ class KubernetesStore(Store):
             try:
                 if version is None:
                     version = self._relist(followed, resource, type_meta, namespace, selector)
+                if version is None:
+                    raise Unavailable("the list gave no resourceVersion to watch from")
                 version = self._watch(followed, resource, type_meta, namespace, selector, version)
                 backoff = 0.5
             except Exception as e:  # noqa: BLE001 - the view outlives whatever one list or watch meets
