@@ -12,7 +12,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CLUSTER_FINALIZER,
     CLUSTER_NAME_LABEL,
     INFRA_API,
+    capi_cluster_of,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
@@ -40,6 +42,8 @@ def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> Cl
         cluster = store.get(ref)
     except NotFound:
         return ClusterResult(None, message="gone")
+    if pause.paused(cluster, capi_cluster_of(store, cluster)):
+        return ClusterResult(cluster, message="paused")
     if cluster["metadata"].get("deletionTimestamp"):
         machines = store.list(INFRA_API, "Metal3Machine", ref.namespace, f"{CLUSTER_NAME_LABEL}={ref.name}")
         if machines:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core import objects
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import objects, pause
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
@@ -25,7 +26,7 @@ HOST_ANNOTATION = "metal3.io/BareMetalHost"  # on the Metal3Machine: <namespace>
 # Ours, for HostClaim mode: on the Metal3Machine, <namespace>/<name> of the HostClaim it made (the record its data
 # renders from, as HOST_ANNOTATION is in the direct mode).
 HOST_CLAIM_ANNOTATION = "metal3.io/HostClaim"
-PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+PAUSED_ANNOTATION = pause.PAUSED_ANNOTATION  # Cluster API's; the one check is core/pause.py's paused()
 CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 SECRET_TYPE = "infrastructure.cluster.x-k8s.io/secret"
@@ -36,3 +37,10 @@ owner_reference = objects.owner_reference
 
 def owner_named(obj: Object, kind: str) -> dict[str, Any] | None:
     return next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == kind), None)
+
+
+def capi_cluster_of(store: Store, obj: Object) -> Object | None:
+    """The Cluster API Cluster ``obj`` belongs to (its cluster-name label), when there is one: its spec.paused
+    pauses ``obj`` (core/pause.py)."""
+    name = pause.cluster_name(obj)
+    return store.get_if_exists(Ref(CAPI_API, "Cluster", name, obj["metadata"]["namespace"])) if name else None

@@ -25,9 +25,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     HOST_CLAIM_ANNOTATION,
     INFRA_API,
     SECRET_TYPE,
+    capi_cluster_of,
     owner_named,
     owner_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
@@ -92,6 +94,8 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataR
         claim = store.get(ref)
     except NotFound:
         return DataResult(None, message="gone")
+    if pause.paused(claim, capi_cluster_of(store, claim)):
+        return DataResult(claim, message="paused")
     if claim["metadata"].get("deletionTimestamp"):
         return _delete_claim(store, claim, dry_run)
     claim = ensure_finalizer(store, ref, DATA_CLAIM_FINALIZER, dry_run)
@@ -189,6 +193,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         data = store.get(ref)
     except NotFound:
         return DataResult(None, message="gone")
+    if pause.paused(data, capi_cluster_of(store, data)):
+        return DataResult(data, message="paused")
     if data["metadata"].get("deletionTimestamp"):
         return _delete_data(store, data, dry_run)
     if (data.get("status") or {}).get("ready"):

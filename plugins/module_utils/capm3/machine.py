@@ -32,7 +32,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     HOST_CLAIM_ANNOTATION,
     INFRA_API,
     MACHINE_FINALIZER,
-    PAUSED_ANNOTATION,
     owner_named,
     owner_reference,
 )
@@ -40,6 +39,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataResult,
     reconcile_data_claim,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
@@ -154,8 +154,7 @@ class _Flow:
         return self.store.get_if_exists(Ref(CAPI_API, "Cluster", name, self.ref.namespace)) if name else None
 
     def paused(self) -> bool:
-        return (PAUSED_ANNOTATION in (self.m3m["metadata"].get("annotations") or {})
-                or bool(((self.cluster or {}).get("spec") or {}).get("paused")))
+        return pause.paused(self.m3m, self.cluster)
 
     def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
              data: list[DataResult] | None = None, waits_on: list[Ref] | None = None) -> MachineResult:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound, NotHeld
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
@@ -208,6 +209,8 @@ def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False) -> Claim
         claim = store.get(ref)
     except NotFound:
         return ClaimResult(None, message="gone", phase="deleted")
+    if pause.paused(claim):
+        return ClaimResult(claim, message="paused", phase="paused")
     flow = _Flow(store, claim, dry_run)
     if claim["metadata"].get("deletionTimestamp"):
         return flow.delete()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, overload
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, address_record
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
@@ -733,6 +734,8 @@ def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False, current: O
     obj = _read_claim(store, ref, current)
     if obj is None:
         return Allocation(None, released=True)
+    if pause.paused(obj):
+        return Allocation(obj, message="paused")
     claim = _ip_claim(store, obj)
     if obj["metadata"].get("deletionTimestamp"):
         return _release(store, claim, dry_run)
@@ -804,6 +807,8 @@ def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False,
     obj = _read_claim(store, ref, current)
     if obj is None:
         return Allocation(None, released=True)
+    if pause.paused(obj):
+        return Allocation(obj, message="paused")
     claim = _capi_claim(obj)
     if obj["metadata"].get("deletionTimestamp"):
         _delete_capi_address(store, claim, dry_run)
@@ -897,6 +902,8 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         pool_obj = store.get(ref)
     except NotFound:
         return PoolState(None, removed=True)
+    if pause.paused(pool_obj):
+        return PoolState(pool_obj, message="paused")
     parse_pool(pool_obj)  # a pool that cannot work (stored before its rules, say) says why, naming the field
     released = _release_gone_claims(store, pool_obj, dry_run)
     if released:

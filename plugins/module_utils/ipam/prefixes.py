@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     Conflict,
@@ -509,6 +510,8 @@ def reconcile_prefix_claim(store: Store, ref: Ref, dry_run: bool = False) -> Pre
         claim = store.get_if_exists(ref)
         if claim is None:
             return PrefixAllocation(None, released=True)
+        if pause.paused(claim):
+            return PrefixAllocation(claim, message="paused")
         if claim["metadata"].get("deletionTimestamp"):
             return _release_claim(store, claim, dry_run)
         pool_ref = _pool_ref(claim)
@@ -545,6 +548,8 @@ def reconcile_prefix_pool(store: Store, ref: Ref, dry_run: bool = False) -> Pref
     pool_obj = store.get_if_exists(ref)
     if pool_obj is None:
         return PrefixPoolState(None, removed=True)
+    if pause.paused(pool_obj):
+        return PrefixPoolState(pool_obj, message="paused")
     pool = parse_prefix_pool(pool_obj)
     prefixes = _pool_prefixes(store, pool_obj)
     claims = _claims(store, ref.namespace)

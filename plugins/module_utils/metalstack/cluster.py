@@ -12,10 +12,10 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CLUSTER_NAME_LABEL,
-    PAUSED_ANNOTATION,
     owner_named,
     owner_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, controlled_by
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
@@ -107,8 +107,7 @@ class _Flow:
                      else capi_owner(store, obj, "Cluster"))
 
     def paused(self) -> bool:
-        return bool(((self.capi or {}).get("spec") or {}).get("paused")) or \
-            PAUSED_ANNOTATION in (self.obj["metadata"].get("annotations") or {})
+        return pause.paused(self.obj, self.capi)
 
     def _patch(self, patch: dict[str, Any]) -> None:
         self.obj = self.store.patch(self.ref, patch, dry_run=self.dry_run)

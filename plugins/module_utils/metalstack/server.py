@@ -18,10 +18,10 @@ from typing import Any, Callable
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CLUSTER_NAME_LABEL,
     HOST_ANNOTATION,
-    PAUSED_ANNOTATION,
     SECRET_TYPE,
     owner_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
@@ -395,7 +395,7 @@ def reconcile_server(store: Store, ref: Ref, dry_run: bool, finalizer: str, secr
 
 def paused(store: Store, obj: Object, cluster: Object | None) -> bool:
     """Cluster API's pause: the object's annotation, or its Cluster's spec.paused (clusterctl move sets both)."""
-    if PAUSED_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+    if pause.paused(obj):
         return True
     name = (cluster or {}).get("metadata", {}).get("name") or (obj["metadata"].get("labels") or {}).get(
         CLUSTER_NAME_LABEL, "")
