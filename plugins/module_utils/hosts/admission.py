@@ -18,11 +18,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api import admiss
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import host_state
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import STATUS_ANNOTATION, host_state
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import SCHEMES, Driver, driver_for
 
 QUALIFIED_KIND = "BareMetalHost.metal3.io"
-STATUS_ANNOTATION = "baremetalhost.metal3.io/status"
 REBOOT_ANNOTATION = "reboot.metal3.io"
 INSPECT_ANNOTATION = "inspect.metal3.io"
 HARDWARE_DETAILS_ANNOTATION = "inspect.metal3.io/hardwaredetails"

@@ -61,6 +61,9 @@ API = "metal3.io/v1alpha1"
 KIND = "BareMetalHost"
 FINALIZER = "baremetalhost.metal3.io"
 PAUSED_ANNOTATION = "baremetalhost.metal3.io/paused"
+# A host's status as JSON, written when it is moved (a pivot): a host that arrives without a status takes this one,
+# instead of starting over from registration (and reprovisioning); then the annotation goes.
+STATUS_ANNOTATION = "baremetalhost.metal3.io/status"
 DETACHED_ANNOTATION = "baremetalhost.metal3.io/detached"
 REBOOT_ANNOTATION = "reboot.metal3.io"
 INSPECT_ANNOTATION = "inspect.metal3.io"
@@ -250,6 +253,8 @@ class _Reconcile:
     def run(self) -> HostStep:
         if PAUSED_ANNOTATION in self.annotations:
             return HostStep(self.host, message="paused", state=self.state)
+        if STATUS_ANNOTATION in self.annotations:
+            return self._status_from_annotation()
         metadata = self.host["metadata"]
         if metadata.get("deletionTimestamp") and FINALIZER not in (metadata.get("finalizers") or []):
             return HostStep(self.host, message="being deleted", state=self.state)
@@ -269,6 +274,19 @@ class _Reconcile:
         if not self._write_status() and requeue_after is None:
             requeue_after = POLL  # the step's decisions were not recorded: take them again
         return HostStep(self.host, self.changed, requeue_after, self.message, state=self.state)
+
+    def _status_from_annotation(self) -> HostStep:
+        """A moved host: its status is the annotation's when it has none of its own (a host is never written a
+        status without lastUpdated), then the annotation is removed; the next step goes on from that state."""
+        text = self.annotations[STATUS_ANNOTATION]
+        message = "status annotation removed"
+        if text and not (self.host.get("status") or {}).get("lastUpdated"):
+            status = json.loads(text)  # admission refused an annotation that is not a status
+            self.host = self.store.update_status({**self.host, "status": status}, dry_run=self.dry_run)
+            self.status = copy.deepcopy(status)
+            message = "status restored from the status annotation"
+        self._remove_annotation(STATUS_ANNOTATION)
+        return HostStep(self.host, True, 0, message, state=self.state)
 
     def _handler(self) -> Callable[[_Reconcile], Action]:
         if self.host["metadata"].get("deletionTimestamp"):
