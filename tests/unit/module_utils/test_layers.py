@@ -27,6 +27,7 @@ LAYERS = {
     "hosts": 6,
     "capm3": 7,
     "metalstack": 8,  # the metal-stack provider builds on CAPM3's pieces (capm3.common)
+    "pivot": 8,  # moves the objects of every domain below; none of them knows it
     "engine": 9, "daemon": 9, "inventory": 9,
     "module_spec": 10, "args": 10,
     "ansible_module": 11,

@@ -1,0 +1,393 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Move one cluster's objects from one store to another, as ``clusterctl move`` does (a pivot).
+
+What moves is the cluster's object graph in its namespace: the objects of the workload kinds that carry the
+``cluster.x-k8s.io/cluster-name`` label, the Cluster itself, whatever an object in the set owns (ownerReferences,
+transitively) and whatever one names (a Metal3Machine's data template and user data Secret, a data template's
+pools, a Cluster's infrastructure reference). BareMetalHosts, their BMC Secrets and Ironic stay, unless
+``include_hosts``: then the hosts the machines consume move too, each with its status in the
+``baremetalhost.metal3.io/status`` annotation, so that the target adopts it instead of provisioning it again.
+
+The procedure is resumable after a crash between any two writes (the next run finishes it), and nothing is
+reconciled on both sides:
+
+1. pause in the source: the Cluster's spec.paused, the pause annotation on every object (a host's own pause
+   annotation on hosts); each object remembers (MOVING_ANNOTATION) that it is part of this move, and whether its
+   user had paused it already (PAUSED_BY_USER_ANNOTATION);
+2. create each in the target, owners first, naming the source object's uid (SOURCE_UID_ANNOTATION), so that a
+   run after a crash recognises what it made; ownerReferences point at the target's uids; then the status;
+3. delete each from the source, dependents first, its finalizers removed before (no reconcile acts on it);
+4. unpause in the target what the move paused.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, known_kinds
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    SERVER_METADATA,
+    Object,
+    Ref,
+    check_name,
+    check_namespace,
+    clone,
+    split_api_version,
+    split_reference,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+
+# Ours: on every object a move carries, the name of the cluster being moved (removed when the move is done).
+MOVING_ANNOTATION = "pivot.metal3.io/moving"
+# Ours: "true" on an object its user had paused before the move (the move leaves it paused).
+PAUSED_BY_USER_ANNOTATION = "pivot.metal3.io/paused-by-user"
+# Ours: on an object the move created in the target, the uid of the object it was made from.
+SOURCE_UID_ANNOTATION = "pivot.metal3.io/source-uid"
+# The value CAPM3 gives the host pause annotation when a move pauses a host.
+HOST_PAUSE_VALUE = "metal3.io/capm3"
+HOST_ANNOTATION = "metal3.io/BareMetalHost"
+HOST_CLAIM_ANNOTATION = "metal3.io/HostClaim"
+
+# The kinds a move carries (group, kind), owners' kinds first: the order among objects no ownerReference orders.
+WORKLOAD_KINDS = (
+    ("cluster.x-k8s.io", "Cluster"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3Cluster"),
+    ("infrastructure.cluster.x-k8s.io", "MetalStackCluster"),
+    ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane"),
+    ("cluster.x-k8s.io", "MachineDeployment"),
+    ("cluster.x-k8s.io", "MachineSet"),
+    ("cluster.x-k8s.io", "MachineHealthCheck"),
+    ("bootstrap.cluster.x-k8s.io", "KubeadmConfigTemplate"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3MachineTemplate"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3RemediationTemplate"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3DataTemplate"),
+    ("ipam.metal3.io", "IPPool"),
+    ("ipam.metal3.io", "IPPrefixPool"),
+    ("cluster.x-k8s.io", "Machine"),
+    ("bootstrap.cluster.x-k8s.io", "KubeadmConfig"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3Machine"),
+    ("infrastructure.cluster.x-k8s.io", "MetalStackMachine"),
+    ("infrastructure.cluster.x-k8s.io", "MetalStackFirewall"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3Remediation"),
+    ("metal3.io", "HostClaim"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3DataClaim"),
+    ("infrastructure.cluster.x-k8s.io", "Metal3Data"),
+    ("ipam.metal3.io", "IPClaim"),
+    ("ipam.metal3.io", "IPAddress"),
+    ("ipam.metal3.io", "IPPrefixClaim"),
+    ("ipam.metal3.io", "IPPrefix"),
+    ("ipam.cluster.x-k8s.io", "IPAddressClaim"),
+    ("ipam.cluster.x-k8s.io", "IPAddress"),
+    ("metal3.io", "HardwareData"),
+    ("", "ConfigMap"),
+    ("", "Secret"),
+)
+HOST_KIND = (split_api_version(bmh.API)[0], bmh.KIND)
+STEADY_HOST_STATES = frozenset(bmh.STABLE_STATES)
+
+
+class MoveRefused(DomainError):
+    """The move cannot be made as asked; the message names the object and why. Nothing was written."""
+
+
+@dataclass
+class MoveResult(Result):
+    """What a move came to: the objects it carries (kind, namespace, name, in creation order)."""
+
+    moved: list[dict[str, str]] = field(default_factory=list)
+
+
+Key = tuple[str, str, str]  # (group, kind, name) in the move's namespace
+
+
+def _key(obj: Object) -> Key:
+    return split_api_version(obj["apiVersion"])[0], obj["kind"], obj["metadata"]["name"]
+
+
+def _kinds(include_hosts: bool) -> list[KindInfo]:
+    """The moved kinds the store knows, in WORKLOAD_KINDS' order (hosts first, when they move)."""
+    known = {(info.group, info.kind): info for info in known_kinds()}
+    wanted = ([HOST_KIND] if include_hosts else []) + list(WORKLOAD_KINDS)
+    return [known[k] for k in wanted if k in known]
+
+
+def _api_version(info: KindInfo) -> str:
+    version = info.storage or info.versions[-1]
+    return f"{info.group}/{version}" if info.group else version
+
+
+def _annotations(obj: Object) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+class _Graph:
+    """The objects of one namespace of a store, and the cluster's graph among them."""
+
+    def __init__(self, store: Store, namespace: str, include_hosts: bool) -> None:
+        self.infos = {(info.group, info.kind): info for info in _kinds(include_hosts)}
+        self.objects: dict[Key, Object] = {}
+        for (group, kind), info in self.infos.items():
+            for obj in store.list(_api_version(info), kind, namespace):
+                self.objects[(group, kind, obj["metadata"]["name"])] = obj
+        self.by_uid = {o["metadata"].get("uid"): k for k, o in self.objects.items()}
+        self.include_hosts = include_hosts
+
+    def discover(self, cluster: str) -> list[Key]:
+        """The cluster's objects, owners before dependents."""
+        found: set[Key] = set()
+        for key, obj in self.objects.items():
+            if key[2] == cluster and key[:2] == ("cluster.x-k8s.io", "Cluster") or \
+                    pause.cluster_name(obj) == cluster and key[:2] not in (HOST_KIND, ("", "Secret")) or \
+                    _annotations(obj).get(MOVING_ANNOTATION) == cluster:
+                found.add(key)
+        # Secrets with the label are the cluster's (its kubeconfig, its CA); a labelled host moves only as consumed.
+        found |= {k for k, o in self.objects.items() if k[1] == "Secret" and pause.cluster_name(o) == cluster}
+        grown = True
+        while grown:
+            grown = False
+            uids = {self.objects[k]["metadata"].get("uid") for k in found}
+            for key, obj in self.objects.items():
+                if key in found:
+                    continue
+                owners = {r.get("uid") for r in obj["metadata"].get("ownerReferences") or []}
+                if owners & uids or self._consumed(obj, found):
+                    found.add(key)
+                    grown = True
+            for key in list(found):
+                for named in self._named(self.objects[key]):
+                    if named in self.objects and named not in found:
+                        found.add(named)
+                        grown = True
+        return self._ordered(found)
+
+    def _consumed(self, obj: Object, found: set[Key]) -> bool:
+        """A host (with include_hosts) whose consumerRef is an object of the set."""
+        if (split_api_version(obj["apiVersion"])[0], obj["kind"]) != HOST_KIND:
+            return False
+        consumer = (obj.get("spec") or {}).get("consumerRef") or {}
+        group = split_api_version(consumer.get("apiVersion", ""))[0]
+        return (group, consumer.get("kind", ""), consumer.get("name", "")) in found
+
+    def _named(self, obj: Object) -> Iterator[Key]:
+        """The objects ``obj`` names (in its namespace): references in its spec, a machine's host annotations."""
+        namespace = obj["metadata"].get("namespace")
+        for annotation, kind in ((HOST_ANNOTATION, HOST_KIND), (HOST_CLAIM_ANNOTATION, ("metal3.io", "HostClaim"))):
+            value = _annotations(obj).get(annotation)
+            if value:
+                ns, name = split_reference(value, namespace or "")
+                if ns == namespace:
+                    yield (*kind, name)
+        if obj["kind"] == "HostClaim":
+            yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
+        if obj["kind"] == bmh.KIND:
+            yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
+        yield from _references(obj.get("spec"), namespace or "", "")
+
+    def _ordered(self, found: set[Key]) -> list[Key]:
+        """Owners before dependents (Kahn's algorithm); ties in WORKLOAD_KINDS' order, then by name."""
+        rank = {kind: i for i, kind in enumerate(self.infos)}
+        owners: dict[Key, set[Key]] = {}
+        for key in found:
+            refs = self.objects[key]["metadata"].get("ownerReferences") or []
+            owners[key] = {self.by_uid[r["uid"]] for r in refs if self.by_uid.get(r.get("uid")) in found} - {key}
+        ordered: list[Key] = []
+        placed: set[Key] = set()
+        while len(ordered) < len(found):
+            ready = sorted((k for k in found if k not in placed and owners[k] <= placed),
+                           key=lambda k: (rank[k[:2]], k[2]))
+            if not ready:  # an ownership cycle: the rest in kind order
+                ready = sorted((k for k in found if k not in placed), key=lambda k: (rank[k[:2]], k[2]))
+            ordered.append(ready[0])
+            placed.add(ready[0])
+        return ordered
+
+
+def _references(value: Any, namespace: str, key: str) -> Iterator[Key]:
+    """Objects a spec names: {kind, name} references, pool names (``...FromIPPool``, ``fromPoolRef``,
+    ``...FromPool``), data templates, Secrets (user data, BMC credentials)."""
+    lowered = key.lower()
+    if isinstance(value, str) and value:
+        if lowered.endswith("fromippool") or lowered == "ipaddressesfromippool":
+            yield ("ipam.metal3.io", "IPPool", value)
+        elif lowered in ("credentialsname", "preprovisioningnetworkdataname"):
+            yield ("", "Secret", value)
+        return
+    if isinstance(value, list):
+        for item in value:
+            yield from _references(item, namespace, key)
+        return
+    if not isinstance(value, dict):
+        return
+    name = value.get("name")
+    if isinstance(name, str) and name and (value.get("namespace") or namespace) == namespace:
+        kind = value.get("kind")
+        if isinstance(kind, str) and kind:
+            group = value.get("apiGroup") or split_api_version(value.get("apiVersion") or "")[0]
+            if not group and kind in ("IPPool", "IPPrefixPool"):
+                group = "ipam.metal3.io"
+            yield (group, kind, name)
+        elif lowered == "datatemplate":
+            yield ("infrastructure.cluster.x-k8s.io", "Metal3DataTemplate", name)
+        elif lowered.endswith("frompool") or lowered == "frompoolref":
+            yield ("ipam.metal3.io", "IPPool", name)
+        elif lowered in ("userdata", "metadata", "networkdata", "secretref") and set(value) <= {"name", "namespace"}:
+            yield ("", "Secret", name)
+    for child_key, child in value.items():
+        if child_key != "name":
+            yield from _references(child, namespace, child_key)
+
+
+def _describe(key: Key, namespace: str) -> dict[str, str]:
+    return {"kind": key[1], "namespace": namespace, "name": key[2]}
+
+
+def _ref(obj: Object) -> Ref:
+    return Ref.of(obj)
+
+
+def _is_host(obj: Object) -> bool:
+    return bool(obj["kind"] == bmh.KIND)
+
+
+def _pause_patch(obj: Object, cluster: str) -> Object | None:
+    """The one write that pauses ``obj`` for the move and records it; None when it is paused for it already."""
+    annotations = _annotations(obj)
+    if annotations.get(MOVING_ANNOTATION) == cluster:
+        return None
+    own = bmh.PAUSED_ANNOTATION if _is_host(obj) else pause.PAUSED_ANNOTATION
+    by_user = own in annotations or bool((obj.get("spec") or {}).get("paused") and obj["kind"] == "Cluster")
+    patch_annotations: dict[str, Any] = {MOVING_ANNOTATION: cluster}
+    if by_user:
+        patch_annotations[PAUSED_BY_USER_ANNOTATION] = "true"
+    else:
+        patch_annotations[own] = HOST_PAUSE_VALUE if _is_host(obj) else "true"
+    if _is_host(obj):
+        patch_annotations[bmh.STATUS_ANNOTATION] = json.dumps(obj.get("status") or {}, sort_keys=True)
+    patch: Object = {"metadata": {"annotations": patch_annotations}}
+    if obj["kind"] == "Cluster" and not by_user:
+        patch["spec"] = {"paused": True}
+    return patch
+
+
+def _unpause_patch(obj: Object) -> Object | None:
+    """The one write that ends the move for a target object: unpaused, unless its user had paused it."""
+    annotations = _annotations(obj)
+    if MOVING_ANNOTATION not in annotations:
+        return None
+    patch_annotations: dict[str, Any] = {MOVING_ANNOTATION: None, PAUSED_BY_USER_ANNOTATION: None}
+    patch: Object = {"metadata": {"annotations": patch_annotations}}
+    if PAUSED_BY_USER_ANNOTATION not in annotations:
+        patch_annotations[bmh.PAUSED_ANNOTATION if _is_host(obj) else pause.PAUSED_ANNOTATION] = None
+        if obj["kind"] == "Cluster":
+            patch["spec"] = {"paused": None}
+    return patch
+
+
+def _target_object(obj: Object, uids: dict[str, str], status_subresource: bool) -> Object:
+    """``obj`` as it is created in the target: no server fields, owners at the target's uids; its status only for
+    a kind without a status subresource (the others' is written after, through it)."""
+    new: Object = clone(obj)
+    if status_subresource:
+        new.pop("status", None)
+    metadata = new["metadata"]
+    for name in SERVER_METADATA:
+        metadata.pop(name, None)
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), SOURCE_UID_ANNOTATION: obj["metadata"]["uid"]}
+    owners = []
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("uid") in uids:  # an owner that does not move would be missing: the target would collect it
+            owners.append({**ref, "uid": uids[ref["uid"]]})
+    if owners:
+        metadata["ownerReferences"] = owners
+    else:
+        metadata.pop("ownerReferences", None)
+    return new
+
+
+def _has_status(graph: _Graph, obj: Object) -> bool:
+    return bool(graph.infos[_key(obj)[:2]].status_subresource)
+
+
+def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespace: str,
+           cluster: str) -> None:
+    """Refuse, before anything is written, a move that cannot be made."""
+    for key in keys:
+        obj = graph.objects[key]
+        if _is_host(obj) and MOVING_ANNOTATION not in _annotations(obj):
+            state = bmh.host_state(obj)
+            if state not in STEADY_HOST_STATES or obj["metadata"].get("deletionTimestamp"):
+                raise MoveRefused(f"{_ref(obj)}: is {state or 'not registered'}, not in a steady state "
+                                  f"({', '.join(sorted(STEADY_HOST_STATES))}); move the cluster once it is")
+        there = target.get_if_exists(_ref(obj))
+        if there is not None and _annotations(there).get(SOURCE_UID_ANNOTATION) != obj["metadata"]["uid"]:
+            raise MoveRefused(f"{_ref(obj)}: exists in the target and was not moved there from this source "
+                              f"object (uid {obj['metadata']['uid']}); it is left alone, and nothing was moved")
+    moved = target.get_if_exists(Ref("cluster.x-k8s.io/v1beta1", "Cluster", cluster, namespace))
+    if not keys and SOURCE_UID_ANNOTATION not in _annotations(moved or {}):
+        raise MoveRefused(f"Cluster {namespace}/{cluster}: not found in the source (nor moved to the target)")
+
+
+def move_cluster(source: Store, target: Store, cluster: str, namespace: str, include_hosts: bool = False,
+                 dry_run: bool = False) -> MoveResult:
+    """Move the cluster's objects from ``source`` to ``target`` (see the module's docstring); ``dry_run``: only
+    say what would move."""
+    check_name(cluster, "cluster")
+    check_namespace(namespace, "namespace")
+    graph = _Graph(source, namespace, include_hosts)
+    has_cluster = ("cluster.x-k8s.io", "Cluster", cluster) in graph.objects
+    keys = graph.discover(cluster) if has_cluster or any(
+        _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else []
+    _check(source, target, graph, keys, namespace, cluster)
+    moved = [_describe(k, namespace) for k in keys]
+    objects = [graph.objects[k] for k in keys]
+    target_graph = _Graph(target, namespace, include_hosts)
+    to_unpause = [o for o in target_graph.objects.values() if _annotations(o).get(MOVING_ANNOTATION) == cluster]
+    if dry_run:
+        return MoveResult(None, bool(objects or to_unpause), None,
+                          f"would move {len(objects)} objects" if objects else "nothing to move", moved=moved)
+    changed = False
+    # 1. pause in the source
+    for i, obj in enumerate(objects):
+        patch = _pause_patch(obj, cluster)
+        if patch is not None:
+            objects[i] = source.patch(_ref(obj), patch)
+            changed = True
+    # 2. create in the target, owners first, then the status
+    uids: dict[str, str] = {}
+    for obj in objects:
+        there = target.get_if_exists(_ref(obj))
+        if there is None:
+            there = target.create(_target_object(obj, uids, _has_status(graph, obj)))
+            changed = True
+        uids[obj["metadata"]["uid"]] = there["metadata"]["uid"]
+        if _has_status(graph, obj) and obj.get("status") and there.get("status") != obj["status"]:
+            there = target.update_status({**there, "status": clone(obj["status"])})
+            changed = True
+    # 3. delete from the source, dependents first, without finalizers: no reconcile acts on the deletion
+    for obj in reversed(objects):
+        try:
+            if obj["metadata"].get("finalizers"):
+                source.patch(_ref(obj), {"metadata": {"finalizers": None}})
+            source.delete(_ref(obj))
+        except NotFound:
+            pass
+        changed = True
+    # 4. unpause in the target what the move paused
+    if objects:  # what the target holds of the move now: a run after a crash may have deleted some sources already
+        to_unpause = [o for o in _Graph(target, namespace, include_hosts).objects.values()
+                      if _annotations(o).get(MOVING_ANNOTATION) == cluster]
+    for obj in to_unpause:
+        patch = _unpause_patch(obj)
+        if patch is not None:
+            target.patch(_ref(obj), patch)
+            changed = True
+    if not objects and not changed:
+        return MoveResult(None, False, None, f"Cluster {namespace}/{cluster} was moved already")
+    return MoveResult(None, changed, None, f"moved {len(objects)} objects" if objects else "finished the move",
+                      moved=moved)
