@@ -119,6 +119,11 @@ CASES = [
                                          "metadata": {"name": "small"},
                                          "spec": {"constraints": [{"type": "cores", "min": 2}]}}},
          lambda r: r["changed"] and r["hosts"] == [] and r["ready"]),  # host-0 is not inspected
+    # STORE_PATH: the seeded store's path, filled in by the test. The seed has a Metal3Cluster but no Cluster c.
+    Case("move", {"cluster": "c", "namespace": NS, "source": {"backend": "local", "store_path": "STORE_PATH"},
+                  "target": {"backend": "local", "store_path": "STORE_PATH-target"}},
+         lambda r: r["msg"] == f"Cluster {NS}/c: not found in the source (nor moved to the target)", failed=True,
+         store=False),
     Case("metalstack", {"kind": "MetalStackCluster", "name": "ms", "namespace": NS},
          lambda r: r["changed"] and [(o["name"], o["ready"], o["message"]) for o in r["objects"]]
          == [("ms", False, f"no IPPrefixPool of partition rack-1 (nor one without a partition) in namespace {NS}")]),
@@ -149,7 +154,7 @@ def test_every_module_has_a_case():
 def test_a_module_runs_through_its_ansible_module_path(case: Case, tmp_path: Path):
     store_path = str(tmp_path / "store.db")
     seed(store_path)
-    args = dict(case.args)
+    args = json.loads(json.dumps(case.args).replace("STORE_PATH", store_path))
     args.update({option: str(tmp_path / name) for option, name in case.files.items()})
     if case.store:
         args.update(backend="local", store_path=store_path)

@@ -26,6 +26,7 @@ CAPI = "cluster.x-k8s.io/v1beta1"
 IPAM = "ipam.metal3.io/v1alpha1"
 BMH = "metal3.io/v1alpha1"
 LABEL = {"cluster.x-k8s.io/cluster-name": "c1"}
+POOL_SPEC = {"namePrefix": "pool", "pools": [{"start": "192.0.2.20", "end": "192.0.2.30"}], "prefix": 24}
 
 
 class Crash(BaseException):
@@ -96,18 +97,19 @@ def build_cluster(store: Store, with_host: bool = True, host_state: str = "provi
     """A small cluster: Cluster → Metal3Cluster; a Machine → Metal3Machine on a host, its data template naming a
     pool, a rendered user-data Secret owned by the machine, an IPClaim and IPAddress from the pool; and what stays:
     a host with its BMC Secret, and another cluster's Metal3Machine."""
+    infra_ref = {"apiVersion": INFRA, "kind": "Metal3Cluster", "name": "c1"}
     cluster = _make(store, {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "c1", "labels": LABEL},
-                            "spec": {"infrastructureRef": {"apiVersion": INFRA, "kind": "Metal3Cluster", "name": "c1"}}},
+                            "spec": {"infrastructureRef": infra_ref}},
                     {"phase": "Provisioned"})
     _make(store, {"apiVersion": INFRA, "kind": "Metal3Cluster",
                   "metadata": {"name": "c1", "labels": LABEL, "ownerReferences": [_owner(cluster)]},
                   "spec": {"controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443}}},
           {"initialization": {"provisioned": True}})
     pool = _make(store, {"apiVersion": IPAM, "kind": "IPPool", "metadata": {"name": "pool"},
-                         "spec": {"namePrefix": "pool", "pools": [{"start": "192.0.2.20", "end": "192.0.2.30"}], "prefix": 24}})
+                         "spec": POOL_SPEC})
+    network = {"id": "eth0", "link": "eth0", "ipAddressFromIPPool": "pool"}
     _make(store, {"apiVersion": INFRA, "kind": "Metal3DataTemplate", "metadata": {"name": "tpl", "labels": LABEL},
-                  "spec": {"clusterName": "c1", "networkData": {"networks": {"ipv4": [
-                      {"id": "eth0", "link": "eth0", "ipAddressFromIPPool": "pool"}]}}}})
+                  "spec": {"clusterName": "c1", "networkData": {"networks": {"ipv4": [network]}}}})
     machine = _make(store, {"apiVersion": CAPI, "kind": "Machine",
                             "metadata": {"name": "m0", "labels": LABEL, "ownerReferences": [_owner(cluster)]},
                             "spec": {"clusterName": "c1", "infrastructureRef": {
@@ -119,7 +121,8 @@ def build_cluster(store: Store, with_host: bool = True, host_state: str = "provi
                                      "finalizers": ["metal3machine.infrastructure.cluster.x-k8s.io"]},
                         "spec": {"image": {"url": "http://x/i.img", "checksum": "http://x/i.sha"},
                                  "dataTemplate": {"name": "tpl"}, "userData": {"name": "m0-user-data"}}},
-                {"initialization": {"provisioned": True}, "addresses": [{"type": "InternalIP", "address": "192.0.2.20"}]})
+                {"initialization": {"provisioned": True},
+                 "addresses": [{"type": "InternalIP", "address": "192.0.2.20"}]})
     _make(store, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "m0-user-data"},
                   "data": {"userData": "I2Nsb3VkLWNvbmZpZw=="}})
     claim = _make(store, {"apiVersion": IPAM, "kind": "IPClaim",
@@ -130,8 +133,8 @@ def build_cluster(store: Store, with_host: bool = True, host_state: str = "provi
                   "metadata": {"name": "pool-192-0-2-20", "ownerReferences": [_owner(pool), _owner(claim)]},
                   "spec": {"pool": {"name": "pool"}, "claim": {"name": "m0-pool"}, "address": "192.0.2.20",
                            "prefix": 24}})
-    _make(store, {"apiVersion": INFRA, "kind": "Metal3Machine", "metadata": {"name": "other",
-                                                                            "labels": {"cluster.x-k8s.io/cluster-name": "c2"}},
+    other_labels = {"cluster.x-k8s.io/cluster-name": "c2"}
+    _make(store, {"apiVersion": INFRA, "kind": "Metal3Machine", "metadata": {"name": "other", "labels": other_labels},
                   "spec": {"image": {"url": "http://x/i.img", "checksum": "http://x/i.sha"}}})
     if with_host:
         _make(store, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "host-0-bmc"},
@@ -188,7 +191,8 @@ def test_the_cluster_s_graph_moves_owners_first_and_the_rest_stays(stores):
     assert set(moved) == WORKLOAD
     assert all(m["namespace"] == NS for m in result.moved)
     position = {key: i for i, key in enumerate(moved)}
-    for before_key, after_key in ((("Cluster", "c1"), ("Metal3Cluster", "c1")), (("Cluster", "c1"), ("Machine", "m0")),
+    for before_key, after_key in ((("Cluster", "c1"), ("Metal3Cluster", "c1")),
+                                  (("Cluster", "c1"), ("Machine", "m0")),
                                   (("Machine", "m0"), ("Metal3Machine", "m0")),
                                   (("Metal3Machine", "m0"), ("IPClaim", "m0-pool")),
                                   (("IPClaim", "m0-pool"), ("IPAddress", "pool-192-0-2-20")),
@@ -246,7 +250,8 @@ def test_what_its_user_had_paused_stays_paused(stores):
     source, target = stores
     build_cluster(source)
     source.patch(Ref(CAPI, "Cluster", "c1", NS), {"spec": {"paused": True}})
-    source.patch(Ref(INFRA, "Metal3Machine", "m0", NS), {"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})
+    source.patch(Ref(INFRA, "Metal3Machine", "m0", NS),
+                 {"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})
     move_cluster(source, target, "c1", NS)
     moved = everything(target)
     assert moved[("Cluster", "c1")]["spec"]["paused"] is True
@@ -254,7 +259,7 @@ def test_what_its_user_had_paused_stays_paused(stores):
     assert "cluster.x-k8s.io/paused" not in moved[("Metal3Cluster", "c1")]["metadata"].get("annotations", {})
 
 
-def clean_move(tmp_path: Path, include_hosts: bool) -> tuple[dict[tuple[str, str], Object], set[tuple[str, str]]]:
+def clean_move(tmp_path: Path, include_hosts: bool) -> tuple[dict[tuple[str, str], Object], set[Any]]:
     with LocalStore(str(tmp_path / "clean-s.db")) as source, LocalStore(str(tmp_path / "clean-t.db")) as target:
         build_cluster(source)
         move_cluster(source, target, "c1", NS, include_hosts=include_hosts)
@@ -295,7 +300,7 @@ def test_refusals_name_the_problem_and_write_nothing(stores):
     with pytest.raises(MoveRefused, match="BareMetalHost tenant/host-0: is provisioning, not in a steady state"):
         move_cluster(source, target, "c1", NS, include_hosts=True)
     target.create({"apiVersion": IPAM, "kind": "IPPool", "metadata": {"name": "pool", "namespace": NS},
-                   "spec": {"namePrefix": "pool", "pools": [{"start": "192.0.2.20", "end": "192.0.2.30"}], "prefix": 24}})
+                   "spec": POOL_SPEC})
     with pytest.raises(MoveRefused, match="IPPool tenant/pool: exists in the target and was not moved there"):
         move_cluster(source, target, "c1", NS)
     with pytest.raises(Invalid, match="cluster: Invalid value: 'C_1'"):

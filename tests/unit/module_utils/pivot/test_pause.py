@@ -24,7 +24,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes imp
     reconcile_prefix_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from tests.unit.module_utils.pivot.test_move import Counter, Crash, CrashingStore
+from tests.unit.module_utils.pivot.test_move import Counter, CrashingStore
 
 NS = "tenant"
 INFRA = "infrastructure.cluster.x-k8s.io/v1beta2"
