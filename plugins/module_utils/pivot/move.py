@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import KindInfo, known_kinds
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import CLONED_FROM_NAME
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
@@ -53,6 +54,12 @@ SOURCE_UID_ANNOTATION = "pivot.metal3.io/source-uid"
 HOST_PAUSE_VALUE = "metal3.io/capm3"
 HOST_ANNOTATION = "metal3.io/BareMetalHost"
 HOST_CLAIM_ANNOTATION = "metal3.io/HostClaim"
+# Cluster API's record of the kind of template a machine was cloned from ("Kind.group"; beside its name).
+CLONED_FROM_GROUPKIND = "cluster.x-k8s.io/cloned-from-groupkind"
+# The kinds a cluster is named by: Cluster API's Cluster where there is one, else its infrastructure cluster (a
+# bastion's cluster made without Cluster API objects, as the demo's).
+CLUSTER_KINDS = (("cluster.x-k8s.io", "Cluster"), ("infrastructure.cluster.x-k8s.io", "Metal3Cluster"),
+                 ("infrastructure.cluster.x-k8s.io", "MetalStackCluster"))
 
 # The kinds a move carries (group, kind), owners' kinds first: the order among objects no ownerReference orders.
 WORKLOAD_KINDS = (
@@ -129,8 +136,10 @@ def _annotations(obj: Object) -> dict[str, str]:
 class _Graph:
     """The objects of one namespace of a store, and the cluster's graph among them."""
 
-    def __init__(self, store: Store, namespace: str, include_hosts: bool) -> None:
-        self.infos = {(info.group, info.kind): info for info in _kinds(include_hosts)}
+    def __init__(self, store: Store, namespace: str, include_hosts: bool,
+                 only: tuple[tuple[str, str], ...] | None = None) -> None:
+        self.infos = {(info.group, info.kind): info for info in _kinds(include_hosts)
+                      if only is None or (info.group, info.kind) in only}
         self.objects: dict[Key, Object] = {}
         for (group, kind), info in self.infos.items():
             for obj in store.list(_api_version(info), kind, namespace):
@@ -142,7 +151,7 @@ class _Graph:
         """The cluster's objects, owners before dependents."""
         found: set[Key] = set()
         for key, obj in self.objects.items():
-            if key[2] == cluster and key[:2] == ("cluster.x-k8s.io", "Cluster") or \
+            if key[2] == cluster and key[:2] in CLUSTER_KINDS or \
                     pause.cluster_name(obj) == cluster and key[:2] not in (HOST_KIND, ("", "Secret")) or \
                     _annotations(obj).get(MOVING_ANNOTATION) == cluster:
                 found.add(key)
@@ -183,6 +192,11 @@ class _Graph:
                 ns, name = split_reference(value, namespace or "")
                 if ns == namespace:
                     yield (*kind, name)
+        cloned_from = _annotations(obj).get(CLONED_FROM_NAME)
+        if cloned_from:  # without its kind (the collection's machine sets write the name only): <Kind>Template
+            own = f"{obj['kind']}Template.{split_api_version(obj['apiVersion'])[0]}"
+            template_kind, _, group = _annotations(obj).get(CLONED_FROM_GROUPKIND, own).partition(".")
+            yield (group, template_kind, cloned_from)
         if obj["kind"] == "HostClaim":
             yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
         if obj["kind"] == bmh.KIND:
@@ -328,8 +342,8 @@ def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespa
         if there is not None and _annotations(there).get(SOURCE_UID_ANNOTATION) != obj["metadata"]["uid"]:
             raise MoveRefused(f"{_ref(obj)}: exists in the target and was not moved there from this source "
                               f"object (uid {obj['metadata']['uid']}); it is left alone, and nothing was moved")
-    moved = target.get_if_exists(Ref("cluster.x-k8s.io/v1beta1", "Cluster", cluster, namespace))
-    if not keys and SOURCE_UID_ANNOTATION not in _annotations(moved or {}):
+    moved = [o for k, o in _Graph(target, namespace, False, CLUSTER_KINDS).objects.items() if k[2] == cluster]
+    if not keys and not any(SOURCE_UID_ANNOTATION in _annotations(o) for o in moved):
         raise MoveRefused(f"Cluster {namespace}/{cluster}: not found in the source (nor moved to the target)")
 
 
@@ -340,7 +354,7 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
     check_name(cluster, "cluster")
     check_namespace(namespace, "namespace")
     graph = _Graph(source, namespace, include_hosts)
-    has_cluster = ("cluster.x-k8s.io", "Cluster", cluster) in graph.objects
+    has_cluster = any((*kind, cluster) in graph.objects for kind in CLUSTER_KINDS)
     keys = graph.discover(cluster) if has_cluster or any(
         _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else []
     _check(source, target, graph, keys, namespace, cluster)
