@@ -104,6 +104,7 @@ class KubeCluster:
         self.workdir = Path(workdir).resolve()
         self.bin_dir = bin_dir
         self.processes: dict[str, subprocess.Popen] = {}
+        self.commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}
         self.port = 0
         self.webhook_port = 0
         self.token = ""
@@ -170,6 +171,7 @@ class KubeCluster:
         return self
 
     def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.commands[name] = (command, env)
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -250,6 +252,21 @@ class KubeCluster:
                 process.kill()
                 process.wait()
         self.processes.clear()
+
+    def stop_api(self) -> None:
+        """Stop kube-apiserver alone (etcd keeps the cluster's state): the API is down until start_api()."""
+        process = self.processes["kube-apiserver"]
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def start_api(self) -> None:
+        """Start kube-apiserver again as it was (same port, certificates and token), and wait until it serves."""
+        self._spawn("kube-apiserver", *self.commands["kube-apiserver"])
+        self._wait_ready()
 
     def __enter__(self) -> KubeCluster:
         return self.start()

@@ -11054,6 +11054,23 @@ CRDS = json.loads(r'''
            },
            "type": "object"
           },
+          "identityRef": {
+           "properties": {
+            "context": {
+             "maxLength": 253,
+             "type": "string"
+            },
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "name"
+           ],
+           "type": "object"
+          },
           "image": {
            "properties": {
             "checksum": {

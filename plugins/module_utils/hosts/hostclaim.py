@@ -60,6 +60,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim impor
     release_host,
     update_claimed_host,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.remote import (
+    HostsUnreachable,
+    RemoteRefused,
+    identity_ref,
+    open_remote_hosts,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
@@ -94,6 +100,10 @@ SECRET_SYNC_FAILURE = {"userData": "UserDataSecretSyncFailure", "metaData": "Met
 HOST_NOT_SYNCHRONIZED = "BareMetalHostNotSynchronized"
 
 NO_HOST_WAIT = 10.0  # a pending claim looks again (upstream: 30 s)
+# Ours, on a claim whose hosts are in another store (spec.identityRef): whether that store answers.
+HOSTS_REACHABLE = "HostsReachable"
+HOSTS_UNREACHABLE, REMOTE_REFUSED = "HostsUnreachable", "IdentityRefInvalid"
+UNREACHABLE_WAIT = 10.0
 WAIT = 2.0  # while its host changes state
 
 
@@ -211,15 +221,36 @@ def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False) -> Claim
         return ClaimResult(None, message="gone", phase="deleted")
     if pause.paused(claim):
         return ClaimResult(claim, message="paused", phase="paused")
-    flow = _Flow(store, claim, dry_run)
-    if claim["metadata"].get("deletionTimestamp"):
-        return flow.delete()
-    return flow.normal()
+    if identity_ref(claim) is None:
+        return _step(_Flow(store, store, claim, dry_run))
+    try:
+        hosts: Store = open_remote_hosts(store, claim)
+    except RemoteRefused as e:
+        return _Flow(store, store, claim, dry_run).unreachable(REMOTE_REFUSED, str(e), None)
+    except HostsUnreachable as e:
+        return _Flow(store, store, claim, dry_run).unreachable(HOSTS_UNREACHABLE, str(e), UNREACHABLE_WAIT)
+    with hosts:
+        flow = _Flow(store, hosts, claim, dry_run)
+        try:
+            return _step(flow)
+        except HostsUnreachable as e:  # the link went down midway: what the claim has stays, it looks again
+            return flow.unreachable(HOSTS_UNREACHABLE, str(e), UNREACHABLE_WAIT)
+
+
+def _step(flow: _Flow) -> ClaimResult:
+    result = flow.delete() if flow.claim["metadata"].get("deletionTimestamp") else flow.normal()
+    if result.obj is not None:
+        flow.reachable()
+        result.obj = flow.claim
+    return result
 
 
 class _Flow:
-    def __init__(self, store: Store, claim: Object, dry_run: bool):
-        self.store, self.claim, self.dry_run = store, claim, dry_run
+    """``store``: the claim's (its Secrets, its HardwareData); ``hosts``: the hosts' (their policies, the copies of
+    the claim's Secrets) - the same store, or another cluster's (spec.identityRef)."""
+
+    def __init__(self, store: Store, hosts: Store, claim: Object, dry_run: bool):
+        self.store, self.hosts, self.claim, self.dry_run = store, hosts, claim, dry_run
         self.ref = Ref.of(claim)
         self.consumer = Consumer.of(claim)
         self.spec: dict[str, Any] = claim.get("spec") or {}
@@ -286,19 +317,19 @@ class _Flow:
         bound = (claim.get("status") or {}).get("bareMetalHost") or {}
         if not bound.get("name"):
             return None
-        host = self.store.get_if_exists(Ref(API, HOST_KIND, bound["name"], bound["namespace"]))
+        host = self.hosts.get_if_exists(Ref(API, HOST_KIND, bound["name"], bound["namespace"]))
         return host if host is not None and self.consumer.holds(host) else None
 
     def _bind(self) -> tuple[Object | None, str]:
         """A host for the claim: the one whose consumerRef already names it (a status write lost), else a free
         one of a namespace that admits it."""
-        namespaces, problems = admitting_namespaces(self.store, self.claim)
+        namespaces, problems = admitting_namespaces(self.hosts, self.claim)
         self.admitting = namespaces
         if not namespaces:
             where = (self.spec.get("hostSelector") or {}).get("inNamespace")
             why = f"no HostDeployPolicy{' in ' + where if where else ''} admits namespace {self.ref.namespace}"
             return None, "; ".join([why, *problems])
-        selection = associate(self.store, namespaces, self.consumer, self.spec.get("hostSelector"),
+        selection = associate(self.hosts, namespaces, self.consumer, self.spec.get("hostSelector"),
                               self.spec.get("failureDomain") or None, dry_run=self.dry_run)
         if selection.host is None:
             selector = host_selector(self.spec.get("hostSelector"))
@@ -321,7 +352,7 @@ class _Flow:
             if other is not None and Ref.of(other) != Ref.of(host):
                 self.claim = claim
                 with contextlib.suppress(NotHeld, NotFound):
-                    update_claimed_host(self.store, Ref.of(host), self.consumer,
+                    update_claimed_host(self.hosts, Ref.of(host), self.consumer,
                                         lambda target: target["spec"].pop("consumerRef", None), self.dry_run)
                 return other
             status = {**(claim.get("status") or {}), "bareMetalHost": bound, "lastUpdated": now()}
@@ -383,9 +414,9 @@ class _Flow:
                                    "ownerReferences": [{"apiVersion": API, "kind": HOST_KIND, "name": host_name,
                                                         "uid": host["metadata"]["uid"], "controller": True}]},
                       "data": dict(source.get("data") or {})}
-            existing = self.store.get_if_exists(Ref("v1", "Secret", name, host_namespace))
+            existing = self.hosts.get_if_exists(Ref("v1", "Secret", name, host_namespace))
             if existing is None:
-                self.store.create(wanted, dry_run=self.dry_run)
+                self.hosts.create(wanted, dry_run=self.dry_run)
                 self.changed = True
             elif not controlled_by(existing, host):
                 refusals[field] = (f"Secret {host_namespace}/{name} exists and was not made for a claim of host "
@@ -397,7 +428,7 @@ class _Flow:
                 updated["data"] = wanted["data"]
                 updated["metadata"]["annotations"] = {**(existing["metadata"].get("annotations") or {}),
                                                       COPY_ANNOTATION: self.claim_id}
-                self.store.update(updated, dry_run=self.dry_run)
+                self.hosts.update(updated, dry_run=self.dry_run)
                 self.changed = True
             copies[field] = name
         return copies, refusals
@@ -421,7 +452,7 @@ class _Flow:
                 target["metadata"]["annotations"] = {**(target["metadata"].get("annotations") or {}),
                                                      REBOOT_ANNOTATION: annotations[REBOOT_ANNOTATION]}
 
-        written = update_claimed_host(self.store, Ref.of(host), self.consumer, change, self.dry_run)
+        written = update_claimed_host(self.hosts, Ref.of(host), self.consumer, change, self.dry_run)
         self.changed = self.changed or written != host
         return written
 
@@ -511,18 +542,45 @@ class _Flow:
 
         self.claim = retry_on_conflict(write)
 
+    # -- hosts elsewhere ---------------------------------------------------------------------------------------
+    def unreachable(self, reason: str, why: str, requeue: float | None) -> ClaimResult:
+        """The claim's hosts cannot be reached (or its identityRef used): say so on the claim, and change nothing
+        else - its host, state and addresses stay as last seen."""
+        self._update_status(lambda status: status.update(conditions=set_condition(
+            status.get("conditions"), HOSTS_REACHABLE, False, reason, why)))
+        bound = (self.claim.get("status") or {}).get("bareMetalHost") or {}
+        return ClaimResult(self.claim, self.changed, requeue, why, phase="unreachable",
+                           host=f"{bound['namespace']}/{bound['name']}" if bound.get("name") else "",
+                           state=(self.claim.get("status") or {}).get("state", ""),
+                           error=why if requeue is None else "")
+
+    def reachable(self) -> None:
+        """HostsReachable True on a claim whose hosts are elsewhere; none on one whose hosts are its store's (one
+        moved back home by a pivot has it from its time away)."""
+        def change(status: dict[str, Any]) -> None:
+            if elsewhere:
+                status["conditions"] = set_condition(status.get("conditions"), HOSTS_REACHABLE, True, "Reachable")
+            else:
+                status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != HOSTS_REACHABLE]
+
+        elsewhere = identity_ref(self.claim) is not None
+        held = next((c for c in (self.claim.get("status") or {}).get("conditions") or []
+                     if c.get("type") == HOSTS_REACHABLE), None)
+        if (held or {}).get("status") != ("True" if elsewhere else None):  # only a change costs a write
+            self._update_status(change)
+
     # -- delete ----------------------------------------------------------------------------------------------
     def delete(self) -> ClaimResult:
         host_ref = self._host_ref() or self._holding_host()
         if host_ref is not None:
-            host = self.store.get_if_exists(host_ref)
+            host = self.hosts.get_if_exists(host_ref)
             if host is not None and self.consumer.holds(host):
                 waiting = self._release(host)
                 if waiting:
                     self._update_status(lambda status: status.update(
                         conditions=set_condition(status.get("conditions"), ASSOCIATED, False, CLAIM_DELETING,
                                                  waiting)))
-                    return self.result("deleting", WAIT, waiting, self.store.get_if_exists(host_ref))
+                    return self.result("deleting", WAIT, waiting, self.hosts.get_if_exists(host_ref))
         hardware = self.store.get_if_exists(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace))
         if controlled_by(hardware, self.claim):  # never a HardwareData someone else made
             self.store.delete(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace), dry_run=self.dry_run)
@@ -532,7 +590,7 @@ class _Flow:
     def _holding_host(self) -> Ref | None:
         """The host whose consumerRef names the claim when its status does not (a status write lost), in any
         namespace: a policy may have changed since the claim was bound."""
-        return next((Ref.of(h) for h in self.store.list(API, HOST_KIND) if self.consumer.holds(h)), None)
+        return next((Ref.of(h) for h in self.hosts.list(API, HOST_KIND) if self.consumer.holds(h)), None)
 
     def _release(self, host: Object) -> str:
         """Clear the host's spec and wait until it is deprovisioned; then delete the copies and free the host.
@@ -541,13 +599,13 @@ class _Flow:
             host_ref = Ref.of(host)
             for field in DATA_FIELDS:
                 copy_ref = Ref("v1", "Secret", copy_name(host_ref.name, field), host_ref.namespace)
-                existing = self.store.get_if_exists(copy_ref)
+                existing = self.hosts.get_if_exists(copy_ref)
                 if controlled_by(existing, host) and \
                         ((existing or {})["metadata"].get("annotations") or {}).get(COPY_ANNOTATION) == self.claim_id:
                     with contextlib.suppress(NotFound):
-                        self.store.delete(copy_ref, dry_run=self.dry_run)
+                        self.hosts.delete(copy_ref, dry_run=self.dry_run)
 
-        waiting = release_host(self.store, Ref.of(host), self.consumer, dry_run=self.dry_run,
+        waiting = release_host(self.hosts, Ref.of(host), self.consumer, dry_run=self.dry_run,
                                before_free=delete_copies)
         if not waiting:
             self.changed = True
@@ -602,8 +660,10 @@ def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, r
             report(KIND, f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if one_step:
             return steps
-        hosts = sorted({s.host for s in steps if s.host})
-        if hosts:  # from a bastion nobody else reconciles the hosts, so this loop does
+        # From a bastion nobody else reconciles the hosts, so this loop does; hosts in another cluster
+        # (spec.identityRef) are that cluster's to reconcile.
+        hosts = sorted({s.host for s in steps if s.host and s.obj is not None and identity_ref(s.obj) is None})
+        if hosts:
             reconcile_hosts(store_factory, ironic,
                             [Ref(API, HOST_KIND, name, namespace)
                              for namespace, name in (split_reference(h, "") for h in hosts)],

@@ -84,7 +84,8 @@ def _configuration(kubeconfig: str | dict[str, Any] | None, context: str | None,
             else:
                 k8s_config.load_kube_config(context=context, client_configuration=configuration)
     except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError) as e:
-        where = kubeconfig if isinstance(kubeconfig, str) else "the default kubeconfig"
+        where = kubeconfig if isinstance(kubeconfig, str) else \
+            "the kubeconfig given" if isinstance(kubeconfig, dict) else "the default kubeconfig"
         raise Unavailable(f"cannot load the Kubernetes configuration from {where}: {e}") from None
 
     def override(conf: Any) -> None:

@@ -1,0 +1,144 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""Hosts in another store: a HostClaim whose ``spec.identityRef`` names a Secret of its namespace holding a
+kubeconfig binds and drives the BareMetalHosts of the cluster that kubeconfig reaches (upstream's multi-tenancy
+design names ``identityRef`` for this). Claims on a workload cluster, or on a bastion's local store, so use the
+hosts of a management cluster; nothing of the hosts' (BMC credentials least of all) is copied back.
+
+The kubeconfig is the tenant's input, read by whatever reconciles the claim (the operator): it may reach a cluster
+with a token or client certificate given inline and nothing else - no file of the reconciler's machine (a CA, a
+key, a token file) and no command (``exec`` or ``auth-provider`` plugins) is ever used on its say.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    HAS_YAML = False
+
+KUBECONFIG_KEY = "kubeconfig"
+# What a kubeconfig from a Secret may say, by section: inline credentials and where the cluster is.
+ALLOWED = {
+    "cluster": {"server", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name"},
+    "user": {"token", "client-certificate-data", "client-key-data"},
+    "context": {"cluster", "user", "namespace"},
+}
+
+
+class RemoteRefused(DomainError):
+    """A claim's identityRef cannot be used; the message names the field and why."""
+
+
+class HostsUnreachable(Unavailable):
+    """The store of a claim's hosts did not answer."""
+
+
+def identity_ref(claim: Object) -> dict[str, Any] | None:
+    ref = (claim.get("spec") or {}).get("identityRef")
+    return ref if isinstance(ref, dict) and ref.get("name") else None
+
+
+def remote_kubeconfig(store: Store, claim: Object) -> tuple[dict[str, Any], str | None]:
+    """The kubeconfig (as a dict) and context the claim's identityRef names, checked; RemoteRefused otherwise."""
+    ref = identity_ref(claim) or {}
+    namespace = claim["metadata"]["namespace"]
+    secret = store.get_if_exists(Ref("v1", "Secret", ref["name"], namespace))
+    if secret is None:
+        raise RemoteRefused(f"spec.identityRef: Secret {namespace}/{ref['name']} not found")
+    if not HAS_YAML:
+        raise RemoteRefused("spec.identityRef: reading a kubeconfig needs PyYAML on the controller")
+    text = secret_values(secret).get(KUBECONFIG_KEY)
+    if not text:
+        raise RemoteRefused(f"spec.identityRef: Secret {namespace}/{ref['name']} has no {KUBECONFIG_KEY!r} key")
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise RemoteRefused(f"spec.identityRef: the {KUBECONFIG_KEY!r} of Secret {namespace}/{ref['name']} is not "
+                            f"YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(config, dict):
+        raise RemoteRefused(f"spec.identityRef: the {KUBECONFIG_KEY!r} of Secret {namespace}/{ref['name']} is not "
+                            "a kubeconfig")
+    for section, allowed in ALLOWED.items():
+        for entry in _entries(config.get(f"{section}s"), section):
+            unknown = sorted(set(entry) - allowed)
+            if unknown:
+                raise RemoteRefused(f"spec.identityRef: the kubeconfig of Secret {namespace}/{ref['name']} uses "
+                                    f"{section} field {unknown[0]!r}; only {', '.join(sorted(allowed))} are "
+                                    "allowed (inline credentials: no file and no command is used on its say)")
+    context = ref.get("context") or None
+    return config, context
+
+
+def _entries(items: Any, section: str) -> Iterable[dict[str, Any]]:
+    for item in items if isinstance(items, list) else []:
+        body = item.get(section) if isinstance(item, dict) else None
+        if isinstance(body, dict):
+            yield body
+
+
+class RemoteHosts(Store):
+    """The store of a claim's hosts when they are elsewhere: each call that does not reach it is
+    HostsUnreachable, so that the claim says so and keeps everything it has."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.backend = inner.backend
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.inner, method)(*args, **kwargs)
+        except HostsUnreachable:
+            raise
+        except Unavailable as e:
+            raise HostsUnreachable(str(e)) from None
+
+    def get(self, ref: Ref) -> Object:
+        return self._call("get", ref)  # type: ignore[no-any-return]
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | Iterable[str] | None = None) -> list[Object]:
+        return self._call("list", api_version, kind, namespace, label_selector)  # type: ignore[no-any-return]
+
+    def create(self, obj: Object, dry_run: bool = False) -> Object:
+        return self._call("create", obj, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def update(self, obj: Object, dry_run: bool = False) -> Object:
+        return self._call("update", obj, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
+        return self._call("update_status", obj, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        return self._call("patch", ref, patch, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
+        return self._call("patch_status", ref, patch, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
+        return self._call("delete", ref, dry_run=dry_run)  # type: ignore[no-any-return]
+
+    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
+        return None
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def open_remote_hosts(store: Store, claim: Object) -> RemoteHosts:
+    """The store of the hosts the claim's identityRef reaches (RemoteRefused, HostsUnreachable)."""
+    config, context = remote_kubeconfig(store, claim)
+    try:
+        opened = open_store({"backend": "kubernetes", "kubeconfig": config, "context": context})
+    except Unavailable as e:
+        raise HostsUnreachable(str(e)) from None
+    return RemoteHosts(opened)

@@ -1,0 +1,109 @@
+"""HostClaims served by the hosts of another cluster: claims in one store (a workload kube-apiserver, or a bastion's
+local store) bind and drive BareMetalHosts of a management kube-apiserver through a kubeconfig Secret
+(spec.identityRef). No BMC credential crosses; when the management API is down the claims say so and keep what
+they have, and they go on when it is back."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
+    HOSTS_REACHABLE,
+    reconcile_host_claim,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
+
+
+def claim(name: str, namespace: str, identity: str = "management") -> dict:
+    return {"apiVersion": API, "kind": "HostClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"poweredOn": False, "identityRef": {"name": identity}, "userData": {"name": "tenant-data"},
+                     "hostSelector": {"inNamespace": INFRA}}}
+
+
+def secret(name: str, namespace: str, **values: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "stringData": values}
+
+
+def condition(obj: dict, kind: str) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_release_them(
+        management, ironic, store, store_options, namespace):
+    mgmt_options = {"backend": "kubernetes", "kubeconfig": str(management.kubeconfig)}
+    ironic_options = IronicOptions(cloud=ironic.cloud)
+    seed_infrastructure(mgmt_options, ironic_options, INFRA, [policy("tenants", INFRA, names=[namespace])], hosts=2)
+    store.create(secret("management", namespace, kubeconfig=kubeconfig(management)))
+    store.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
+    refs = [Ref.of(store.create(claim(f"claim-{i}", namespace))) for i in range(2)]
+
+    steps = [reconcile_host_claim(store, ref) for ref in refs]
+    assert all(s.phase == "bound" for s in steps), [s.summary() for s in steps]
+    with open_store(mgmt_options) as mgmt:
+        hosts = {h["metadata"]["name"]: h for h in mgmt.list(API, "BareMetalHost", INFRA)}
+        held = {h["spec"]["consumerRef"]["name"]: name for name, h in hosts.items() if h["spec"].get("consumerRef")}
+        assert sorted(held) == ["claim-0", "claim-1"]
+        for name in held.values():  # the claim's user data, copied beside its host in the management cluster
+            assert hosts[name]["spec"]["userData"]["namespace"] == INFRA
+            assert mgmt.get_if_exists(Ref("v1", "Secret", hosts[name]["spec"]["userData"]["name"], INFRA))
+    for ref in refs:
+        bound = store.get(ref)
+        assert bound["status"]["bareMetalHost"] == {"namespace": INFRA, "name": held[ref.name]}
+        assert condition(bound, HOSTS_REACHABLE)["status"] == "True"
+        assert store.get(Ref(API, "HardwareData", ref.name, namespace))["spec"]["hardware"]
+    # Nothing of the hosts' crossed: the claims' store holds no BareMetalHost and no BMC Secret.
+    assert store.list(API, "BareMetalHost", namespace) == []
+    kept = sorted(s["metadata"]["name"] for s in store.list("v1", "Secret", namespace))
+    assert kept == ["management", "tenant-data"]
+
+    management.stop_api()
+    try:
+        for ref in refs:
+            step = reconcile_host_claim(store, ref)
+            assert step.phase == "unreachable" and step.requeue_after and not step.error
+            waiting = store.get(ref)
+            assert condition(waiting, HOSTS_REACHABLE)["status"] == "False"
+            assert condition(waiting, HOSTS_REACHABLE)["reason"] == "HostsUnreachable"
+            assert waiting["status"]["bareMetalHost"]["name"] == held[ref.name]  # nothing lost
+    finally:
+        management.start_api()
+
+    for ref in refs:
+        step = reconcile_host_claim(store, ref)
+        assert step.phase == "bound" and step.host == f"{INFRA}/{held[ref.name]}"
+        assert condition(store.get(ref), HOSTS_REACHABLE)["status"] == "True"
+
+    # Release: the claims go, their hosts are freed in the management cluster (whose own reconcile steps them).
+    for ref in refs:
+        store.delete(ref)
+    for _round in range(60):
+        steps = [reconcile_host_claim(store, ref) for ref in refs]
+        if all(s.obj is None for s in steps):
+            break
+        reconcile_hosts(lambda: open_store(mgmt_options), ironic_options,
+                        [Ref(API, "BareMetalHost", name, INFRA) for name in held.values()], (), 0)
+    assert all(s.obj is None for s in steps), [s.summary() for s in steps]
+    with open_store(mgmt_options) as mgmt:
+        assert not any(h["spec"].get("consumerRef") for h in mgmt.list(API, "BareMetalHost", INFRA))
+        assert [s["metadata"]["name"] for s in mgmt.list("v1", "Secret", INFRA)] == ["demo-bmc"]
+
+
+@pytest.mark.parametrize("user, field", [
+    ({"exec": {"command": "/bin/sh", "apiVersion": "client.authentication.k8s.io/v1"}}, "exec"),
+    ({"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}, "tokenFile"),
+    ({"client-key": "/etc/ssl/private/key.pem"}, "client-key"),
+])
+def test_a_kubeconfig_that_would_run_a_command_or_read_a_file_is_refused_naming_the_field(
+        management, store, namespace, user, field):
+    store.create(secret("management", namespace, kubeconfig=kubeconfig(management, **user)))
+    ref = Ref.of(store.create(claim("claim", namespace)))
+    step = reconcile_host_claim(store, ref)
+    assert step.phase == "unreachable" and step.requeue_after is None
+    assert f"user field {field!r}" in step.error and "spec.identityRef" in step.error
+    refused = store.get(ref)
+    assert condition(refused, HOSTS_REACHABLE)["reason"] == "IdentityRefInvalid"
+    assert "bareMetalHost" not in refused["status"]
