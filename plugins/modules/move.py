@@ -37,15 +37,59 @@ options:
     default: default
   source:
     description:
-      - The store the cluster is in, with the options of the metal3.baremetal.store doc fragment (C(backend),
-        C(store_path), C(kubeconfig), C(context), C(host), C(api_key), C(validate_certs), C(ca_cert),
-        C(client_cert), C(client_key)). No environment variable fills them in.
+      - The store the cluster is in, with the options of the other modules' store (no environment variable fills
+        them in).
     type: dict
     required: true
+    suboptions: &store
+      backend:
+        description: C(local), an embedded SQLite file on the controller, or C(kubernetes), a cluster.
+        type: str
+        choices: [local, kubernetes]
+      store_path:
+        description: The SQLite file of the C(local) backend.
+        type: path
+      kubeconfig:
+        description: Path to a kubeconfig file, or its content as a mapping, for the C(kubernetes) backend.
+        type: raw
+      context:
+        description: The kubeconfig context to use.
+        type: str
+      host:
+        description: URL of the Kubernetes API.
+        type: str
+      api_key:
+        description: Bearer token for the Kubernetes API.
+        type: str
+      validate_certs:
+        description: Whether to verify the API server's certificate.
+        type: bool
+        aliases: [verify_ssl]
+      ca_cert:
+        description: CA certificate of the API server.
+        type: path
+        aliases: [ssl_ca_cert]
+      client_cert:
+        description: Client certificate.
+        type: path
+        aliases: [cert_file]
+      client_key:
+        description: Key of the client certificate.
+        type: path
+        aliases: [key_file]
   target:
     description: The store the cluster moves to, with the same options as O(source).
     type: dict
     required: true
+    suboptions: *store
+  claims_identity_ref:
+    description:
+      - The Secret, in the target's O(namespace), holding a kubeconfig (key C(kubeconfig), inline credentials)
+        that reaches the cluster whose hosts the moved HostClaims are bound to. Each bound HostClaim whose host
+        stays in the source gets it as its C(spec.identityRef), and keeps its host.
+      - Not needed for claims that already have an C(identityRef) (the Secret it names moves with them), nor for
+        claims moved back into the store that holds their hosts (their C(identityRef) is then dropped).
+    type: str
   include_hosts:
     description: Move the BareMetalHosts the cluster consumes, with their BMC Secrets (the single-tenant move).
     type: bool
@@ -117,7 +161,7 @@ STORE_SUBOPTIONS = {name: {k: v for k, v in option.items() if k != "fallback"}
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     with open_store(store_options(params["source"])) as source, open_store(store_options(params["target"])) as target:
         result = move_cluster(source, target, params["cluster"], params["namespace"], params["include_hosts"],
-                              dry_run=check_mode)
+                              dry_run=check_mode, claims_identity_ref=params["claims_identity_ref"])
     return {"changed": result.changed, "message": result.message, "moved": result.moved}
 
 
@@ -128,6 +172,7 @@ SPEC = ModuleSpec(
         "source": {"type": "dict", "required": True, "options": STORE_SUBOPTIONS},
         "target": {"type": "dict", "required": True, "options": STORE_SUBOPTIONS},
         "include_hosts": {"type": "bool", "default": False},
+        "claims_identity_ref": {"type": "str"},
     },
     run=run,
 )

@@ -120,9 +120,9 @@ CASES = [
                                          "spec": {"constraints": [{"type": "cores", "min": 2}]}}},
          lambda r: r["changed"] and r["hosts"] == [] and r["ready"]),  # host-0 is not inspected
     # STORE_PATH: the seeded store's path, filled in by the test. The seed has a Metal3Cluster but no Cluster c.
-    Case("move", {"cluster": "c", "namespace": NS, "source": {"backend": "local", "store_path": "STORE_PATH"},
+    Case("move", {"cluster": "absent", "namespace": NS, "source": {"backend": "local", "store_path": "STORE_PATH"},
                   "target": {"backend": "local", "store_path": "STORE_PATH-target"}},
-         lambda r: r["msg"] == f"Cluster {NS}/c: not found in the source (nor moved to the target)", failed=True,
+         lambda r: r["msg"] == f"Cluster {NS}/absent: not found in the source (nor moved to the target)", failed=True,
          store=False),
     Case("metalstack", {"kind": "MetalStackCluster", "name": "ms", "namespace": NS},
          lambda r: r["changed"] and [(o["name"], o["ready"], o["message"]) for o in r["objects"]]

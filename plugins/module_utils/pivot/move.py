@@ -195,8 +195,9 @@ class _Graph:
         cloned_from = _annotations(obj).get(CLONED_FROM_NAME)
         if cloned_from:  # without its kind (the collection's machine sets write the name only): <Kind>Template
             own = f"{obj['kind']}Template.{split_api_version(obj['apiVersion'])[0]}"
-            template_kind, _, group = _annotations(obj).get(CLONED_FROM_GROUPKIND, own).partition(".")
-            yield (group, template_kind, cloned_from)
+            kind_group = (_annotations(obj).get(CLONED_FROM_GROUPKIND) or own).split(".", 1)
+            if len(kind_group) == 2:
+                yield (kind_group[1], kind_group[0], cloned_from)
         if obj["kind"] == "HostClaim":
             yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
         if obj["kind"] == bmh.KIND:
@@ -224,12 +225,13 @@ class _Graph:
 
 def _references(value: Any, namespace: str, key: str) -> Iterator[Key]:
     """Objects a spec names: {kind, name} references, pool names (``...FromIPPool``, ``fromPoolRef``,
-    ``...FromPool``), data templates, Secrets (user data, BMC credentials)."""
+    ``...FromPool``), data templates, Secrets (user data, a Machine's bootstrap dataSecretName, BMC credentials,
+    an identityRef)."""
     lowered = key.lower()
     if isinstance(value, str) and value:
         if lowered.endswith("fromippool") or lowered == "ipaddressesfromippool":
             yield ("ipam.metal3.io", "IPPool", value)
-        elif lowered in ("credentialsname", "preprovisioningnetworkdataname"):
+        elif lowered in ("credentialsname", "preprovisioningnetworkdataname", "datasecretname"):
             yield ("", "Secret", value)
         return
     if isinstance(value, list):
@@ -250,7 +252,8 @@ def _references(value: Any, namespace: str, key: str) -> Iterator[Key]:
             yield ("infrastructure.cluster.x-k8s.io", "Metal3DataTemplate", name)
         elif lowered.endswith("frompool") or lowered == "frompoolref":
             yield ("ipam.metal3.io", "IPPool", name)
-        elif lowered in ("userdata", "metadata", "networkdata", "secretref") and set(value) <= {"name", "namespace"}:
+        elif lowered == "identityref" or lowered in ("userdata", "metadata", "networkdata", "secretref") and \
+                set(value) <= {"name", "namespace"}:
             yield ("", "Secret", name)
     for child_key, child in value.items():
         if child_key != "name":
@@ -303,10 +306,16 @@ def _unpause_patch(obj: Object) -> Object | None:
     return patch
 
 
-def _target_object(obj: Object, uids: dict[str, str], status_subresource: bool) -> Object:
+def _target_object(obj: Object, uids: dict[str, str], status_subresource: bool,
+                   identity: dict[str, str] | None | bool = False) -> Object:
     """``obj`` as it is created in the target: no server fields, owners at the target's uids; its status only for
-    a kind without a status subresource (the others' is written after, through it)."""
+    a kind without a status subresource (the others' is written after, through it); a HostClaim's identityRef
+    as ``identity`` says (False: as it is; None: none, its hosts are the target's)."""
     new: Object = clone(obj)
+    if identity is None:
+        new["spec"].pop("identityRef", None)
+    elif identity:
+        new["spec"]["identityRef"] = identity
     if status_subresource:
         new.pop("status", None)
     metadata = new["metadata"]
@@ -326,6 +335,32 @@ def _target_object(obj: Object, uids: dict[str, str], status_subresource: bool) 
 
 def _has_status(graph: _Graph, obj: Object) -> bool:
     return bool(graph.infos[_key(obj)[:2]].status_subresource)
+
+
+def _identities(target: Store, graph: _Graph, keys: list[Key], namespace: str,
+                claims_identity_ref: str | None) -> dict[Key, dict[str, str] | None]:
+    """How each bound HostClaim reaches its host once moved (its hosts stay where they are): the host is the
+    target's (None: no identityRef), else through the Secret ``claims_identity_ref`` names in the target, else
+    through the identityRef it has; refused when there is none of these."""
+    identities: dict[Key, dict[str, str] | None] = {}
+    for key in keys:
+        obj = graph.objects[key]
+        bound = (obj.get("status") or {}).get("bareMetalHost") or {}
+        if obj["kind"] != "HostClaim" or not bound.get("name") or \
+                (*HOST_KIND, bound["name"]) in keys and bound.get("namespace") == namespace:
+            continue
+        if target.get_if_exists(Ref(bmh.API, bmh.KIND, bound["name"], bound["namespace"])) is not None:
+            identities[key] = None  # back with its hosts
+        elif claims_identity_ref:
+            if target.get_if_exists(Ref("v1", "Secret", claims_identity_ref, namespace)) is None:
+                raise MoveRefused(f"claims_identity_ref: Secret {namespace}/{claims_identity_ref} not found in the "
+                                  "target; it holds the kubeconfig by which moved HostClaims reach their hosts")
+            identities[key] = {"name": claims_identity_ref}
+        elif not (obj.get("spec") or {}).get("identityRef"):
+            raise MoveRefused(f"{_ref(obj)}: bound to host {bound['namespace']}/{bound['name']}, which stays in "
+                              "the source: give claims_identity_ref (a Secret of the target's namespace whose "
+                              "kubeconfig reaches the hosts' cluster), so that the claim keeps its host")
+    return identities
 
 
 def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespace: str,
@@ -348,16 +383,20 @@ def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespa
 
 
 def move_cluster(source: Store, target: Store, cluster: str, namespace: str, include_hosts: bool = False,
-                 dry_run: bool = False) -> MoveResult:
+                 dry_run: bool = False, claims_identity_ref: str | None = None) -> MoveResult:
     """Move the cluster's objects from ``source`` to ``target`` (see the module's docstring); ``dry_run``: only
-    say what would move."""
+    say what would move. ``claims_identity_ref``: the Secret (in the target's namespace) through which moved
+    HostClaims reach the hosts that stay behind."""
     check_name(cluster, "cluster")
     check_namespace(namespace, "namespace")
     graph = _Graph(source, namespace, include_hosts)
     has_cluster = any((*kind, cluster) in graph.objects for kind in CLUSTER_KINDS)
     keys = graph.discover(cluster) if has_cluster or any(
         _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else []
+    if claims_identity_ref:
+        check_name(claims_identity_ref, "claims_identity_ref")
     _check(source, target, graph, keys, namespace, cluster)
+    identities = _identities(target, graph, keys, namespace, claims_identity_ref)
     moved = [_describe(k, namespace) for k in keys]
     objects = [graph.objects[k] for k in keys]
     target_graph = _Graph(target, namespace, include_hosts)
@@ -377,7 +416,8 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
     for obj in objects:
         there = target.get_if_exists(_ref(obj))
         if there is None:
-            there = target.create(_target_object(obj, uids, _has_status(graph, obj)))
+            there = target.create(_target_object(obj, uids, _has_status(graph, obj),
+                                                 identities.get(_key(obj), False)))
             changed = True
         uids[obj["metadata"]["uid"]] = there["metadata"]["uid"]
         if _has_status(graph, obj) and obj.get("status") and there.get("status") != obj["status"]:

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401  (admission rules)
+from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import (

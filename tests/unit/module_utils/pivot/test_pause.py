@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401  (admission rules)
+from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data, reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
