@@ -12,7 +12,7 @@ import random
 import signal
 import time
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import pytest
 
@@ -26,63 +26,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import claim_object
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-
-
-class Crash(BaseException):
-    """The process dies: a BaseException, so that nothing in the engine catches it."""
-
-
-class CrashingStore(Store):
-    """A store that dies at its ``crash_at``-th write (counting from 0; None: never), and runs ``before_take``
-    once, just before the first IPAddress is created through it."""
-
-    def __init__(self, inner: Store, crash_at: int | None, before_take: Callable[[], None] | None = None) -> None:
-        self.inner, self.crash_at, self.before_take = inner, crash_at, before_take
-        self.backend, self.follows = inner.backend, inner.follows  # on kube-apiserver, the claimers' live views
-        self.writes = 0
-
-    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
-        return self.inner.follow(api_version, kind, namespace, label_selector)
-
-    def _write(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self.writes == self.crash_at:
-            raise Crash(f"died at write {self.writes} ({method})")
-        self.writes += 1
-        return getattr(self.inner, method)(*args, **kwargs)
-
-    def get(self, ref: Ref) -> Object:
-        return self.inner.get(ref)
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | Iterable[str] | None = None) -> list[Object]:
-        return self.inner.list(api_version, kind, namespace, label_selector)
-
-    def create(self, obj: Object, dry_run: bool = False) -> Object:
-        if obj["kind"] == "IPAddress" and self.before_take is not None:
-            hook, self.before_take = self.before_take, None
-            hook()
-        return self._write("create", obj, dry_run=dry_run)
-
-    def update(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._write("update", obj, dry_run=dry_run)
-
-    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._write("update_status", obj, dry_run=dry_run)
-
-    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._write("patch", ref, patch, dry_run=dry_run)
-
-    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._write("patch_status", ref, patch, dry_run=dry_run)
-
-    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
-        return self._write("delete", ref, dry_run=dry_run)
-
-    def close(self) -> None:
-        pass
+from tests.harness.crashing_store import Crash, CrashingStore
 
 
 def claim_ref(namespace: str, name: str) -> Ref:

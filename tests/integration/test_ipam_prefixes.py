@@ -24,7 +24,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.modules.ipam_reconcile import SPEC as IPAM_RECONCILE
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
-from tests.integration.test_ipam_crash import Crash, CrashingStore, run_until_done
+from tests.harness.crashing_store import Crash, CrashingStore
+from tests.integration.test_ipam_crash import run_until_done
 
 EXHAUSTED = "PoolExhausted"
 
@@ -185,16 +186,6 @@ def test_ten_claimers_in_ten_processes_share_a_pool_of_eight_and_never_one_prefi
 
 # -- (c) crash safety --------------------------------------------------------------------------------------------
 
-class StealingStore(CrashingStore):
-    """CrashingStore whose hook runs once, just before the first IPPrefix is created through it."""
-
-    def create(self, obj: Object, dry_run: bool = False) -> Object:
-        if obj["kind"] == PREFIX_KIND and self.before_take is not None:
-            hook, self.before_take = self.before_take, None
-            hook()
-        return self._write("create", obj, dry_run=dry_run)
-
-
 def steal_then_die(store: Store, namespace: str, tag: str, crash_at: int) -> bool:
     """Claim v-<tag> reserves the pool's lowest prefix; competitor s-<tag> takes it just before v creates it, so v
     loses it and takes another; v dies at write ``crash_at``. Whether it died."""
@@ -204,7 +195,7 @@ def steal_then_die(store: Store, namespace: str, tag: str, crash_at: int) -> boo
     def steal() -> None:
         assert reconcile_prefix_claim(store, thief).prefix == "10.8.0.0/24"
 
-    crashing = StealingStore(store, crash_at, steal)
+    crashing = CrashingStore(store, crash_at, steal, take_kind=PREFIX_KIND)
     try:
         reconcile_prefix_claim(crashing, victim)
     except Crash:

@@ -29,9 +29,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import
     move_cluster,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
+from tests.harness.crashing_store import Crash, CrashingStore
 from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
 from tests.integration.playbook_runs import REPO
-from tests.integration.test_ipam_crash import Crash, CrashingStore
 
 DEMO = REPO / "playbooks" / "files" / "demo"
 IPAM = "ipam.metal3.io/v1alpha1"

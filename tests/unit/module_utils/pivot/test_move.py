@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -19,6 +19,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.crashing_store import Crash, CrashingStore, Writes
 
 NS = "tenant"
 INFRA = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -27,57 +28,6 @@ IPAM = "ipam.metal3.io/v1alpha1"
 BMH = "metal3.io/v1alpha1"
 LABEL = {"cluster.x-k8s.io/cluster-name": "c1"}
 POOL_SPEC = {"namePrefix": "pool", "pools": [{"start": "192.0.2.20", "end": "192.0.2.30"}], "prefix": 24}
-
-
-class Crash(BaseException):
-    """The process dies: nothing in the engine catches it."""
-
-
-class Counter:
-    def __init__(self, crash_at: int | None) -> None:
-        self.crash_at, self.writes = crash_at, 0
-
-
-class CrashingStore(Store):
-    """A store that dies at the shared counter's ``crash_at``-th write (source and target count together)."""
-
-    def __init__(self, inner: Store, counter: Counter) -> None:
-        self.inner, self.counter = inner, counter
-        self.backend = inner.backend
-
-    def _write(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self.counter.writes == self.counter.crash_at:
-            raise Crash(f"died at write {self.counter.writes} ({method})")
-        self.counter.writes += 1
-        return getattr(self.inner, method)(*args, **kwargs)
-
-    def get(self, ref: Ref) -> Object:
-        return self.inner.get(ref)
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | Iterable[str] | None = None) -> list[Object]:
-        return self.inner.list(api_version, kind, namespace, label_selector)
-
-    def create(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._write("create", obj, dry_run=dry_run)
-
-    def update(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._write("update", obj, dry_run=dry_run)
-
-    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._write("update_status", obj, dry_run=dry_run)
-
-    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._write("patch", ref, patch, dry_run=dry_run)
-
-    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._write("patch_status", ref, patch, dry_run=dry_run)
-
-    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
-        return self._write("delete", ref, dry_run=dry_run)
-
-    def close(self) -> None:
-        pass
 
 
 def _owner(obj: Object) -> dict[str, Any]:
@@ -273,7 +223,7 @@ def test_a_move_killed_at_any_write_finishes_when_run_again(tmp_path, include_ho
     while True:
         with LocalStore(str(tmp_path / f"s{n}.db")) as source, LocalStore(str(tmp_path / f"t{n}.db")) as target:
             build_cluster(source)
-            counter = Counter(n)
+            counter = Writes(n)
             try:
                 move_cluster(CrashingStore(source, counter), CrashingStore(target, counter), "c1", NS,
                              include_hosts=include_hosts)

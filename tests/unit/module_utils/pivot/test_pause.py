@@ -24,7 +24,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes imp
     reconcile_prefix_pool,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from tests.unit.module_utils.pivot.test_move import Counter, CrashingStore
+from tests.harness.crashing_store import CrashingStore, Writes
 
 NS = "tenant"
 INFRA = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -61,7 +61,7 @@ def test_a_paused_object_is_not_written(tmp_path: Path, reconcile: Callable[...,
     with LocalStore(str(tmp_path / "store.db")) as store:
         obj = {**obj, "metadata": {**obj["metadata"], "namespace": NS, "annotations": PAUSED}}
         stored = store.create(obj)
-        result = reconcile(CrashingStore(store, Counter(0)), Ref.of(stored))  # any write would raise Crash
+        result = reconcile(CrashingStore(store, Writes(0)), Ref.of(stored))  # any write would raise Crash
         assert result.message == "paused" and not result.changed
         assert store.get(Ref.of(stored)) == stored
 
@@ -73,7 +73,7 @@ def test_a_metal3cluster_of_a_paused_cluster_is_not_written(tmp_path: Path):
         m3c = store.create({"apiVersion": INFRA, "kind": "Metal3Cluster",
                             "metadata": {"name": "c1", "namespace": NS,
                                          "labels": {"cluster.x-k8s.io/cluster-name": "c1"}}, "spec": {}})
-        assert reconcile_metal3cluster(CrashingStore(store, Counter(0)), Ref.of(m3c)).message == "paused"
+        assert reconcile_metal3cluster(CrashingStore(store, Writes(0)), Ref.of(m3c)).message == "paused"
 
 
 def test_a_moved_host_takes_its_status_from_the_annotation_and_the_annotation_goes(tmp_path: Path):
