@@ -13,8 +13,8 @@ NS = "tenant"
 def config(cluster: dict | None = None, user: dict | None = None, context: dict | None = None) -> str:
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "m", "cluster": cluster or {"server": "https://192.0.2.1:6443",
-                                                        "certificate-authority-data": "Q0E="}}],
+        "clusters": [{"name": "m", "cluster": cluster or {
+            "server": "https://192.0.2.1:6443", "certificate-authority-data": "Q0E="}}],
         "users": [{"name": "u", "user": user or {"token": "t0ken"}}],
         "contexts": [{"name": "c", "context": context or {"cluster": "m", "user": "u"}}]})
 
