@@ -33,7 +33,7 @@ def condition(obj: dict, kind: str) -> dict:
 
 
 def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_release_them(
-        management, ironic, store, store_options, namespace):
+        management, ironic, store, store_options, namespace, tmp_path):
     mgmt_options = {"backend": "kubernetes", "kubeconfig": str(management.kubeconfig)}
     ironic_options = IronicOptions(cloud=ironic.cloud)
     seed_infrastructure(mgmt_options, ironic_options, INFRA, [policy("tenants", INFRA, names=[namespace])], hosts=2)
@@ -59,6 +59,16 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
     assert store.list(API, "BareMetalHost", namespace) == []
     kept = sorted(s["metadata"]["name"] for s in store.list("v1", "Secret", namespace))
     assert kept == ["management", "tenant-data"]
+
+    # A claim of the same namespace and name in another store (another workload cluster) is another consumer: it
+    # does not get its namesake's host.
+    with open_store({"backend": "local", "store_path": str(tmp_path / "another.db")}) as another:
+        another.create(secret("management", namespace, kubeconfig=kubeconfig(management)))
+        another.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
+        twin = Ref.of(another.create(claim("claim-0", namespace)))
+        step = reconcile_host_claim(another, twin)
+        assert step.phase == "pending" and not step.host, step.summary()
+    assert reconcile_host_claim(store, refs[0]).host == f"{INFRA}/{held['claim-0']}"
 
     management.stop_api()
     try:

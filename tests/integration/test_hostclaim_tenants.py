@@ -180,9 +180,10 @@ def test_a_tenant_cluster_in_host_claim_mode_runs_on_infrastructure_hosts(world)
             assert host_ns == ns["infra"]
             host = store.get(Ref(API, "BareMetalHost", host_name, host_ns))
             assert host["status"]["provisioning"]["state"] == "provisioned"
-            assert host["spec"]["consumerRef"] == {"apiVersion": API, "kind": "HostClaim", "name": name,
-                                                   "namespace": tenant}
             claim = store.get(Ref(API, "HostClaim", name, tenant))
+            assert host["spec"]["consumerRef"] == {"apiVersion": API, "kind": "HostClaim", "name": name,
+                                                   "namespace": tenant,
+                                                   "uid": claim["metadata"]["annotations"]["metal3.baremetal/claim-id"]}
             assert claim["status"]["bareMetalHost"] == {"namespace": host_ns, "name": host_name}
             assert machine["provider_id"] == f"metal3://{tenant}/{host_name}/{name}"
             domain = host["metadata"]["labels"]["infrastructure.cluster.x-k8s.io/failure-domain"]

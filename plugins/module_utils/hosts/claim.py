@@ -46,29 +46,41 @@ RELEASED_STATES = ("", "unmanaged", "registering", "inspecting", "preparing", AV
 CLAIM_BACKOFF = Backoff(steps=10)
 
 _random = random.SystemRandom()  # upstream picks with crypto/rand
+# Ours, on a HostClaim: its identity as a consumer of hosts (see Consumer), given once and kept across moves.
+CLAIM_ID_ANNOTATION = "metal3.baremetal/claim-id"
 
 
 @dataclass(frozen=True)
 class Consumer:
-    """Who claims a host: upstream's consumerRef (kind Metal3Machine)."""
+    """Who claims a host: upstream's consumerRef (kind Metal3Machine, HostClaim). ``uid``: an identity of the
+    consumer that no other has, written as the consumerRef's uid - a HostClaim's CLAIM_ID_ANNOTATION, since claims
+    in different stores (hosts in another cluster) may share a namespace and name; not its metadata.uid, which a
+    move (a pivot) changes."""
 
     api_version: str
     kind: str
     name: str
     namespace: str
+    uid: str = ""
 
     @classmethod
     def of(cls, obj: Object) -> Consumer:
-        return cls(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+        uid = (obj["metadata"].get("annotations") or {}).get(CLAIM_ID_ANNOTATION, "")
+        return cls(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"], uid)
 
     def ref(self) -> dict[str, str]:
-        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "namespace": self.namespace}
+        ref = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "namespace": self.namespace}
+        return {**ref, "uid": self.uid} if self.uid else ref
 
     def holds(self, host: Object) -> bool:
         ref = (host.get("spec") or {}).get("consumerRef") or {}
         theirs = (ref.get("kind"), ref.get("name"), ref.get("namespace", host["metadata"].get("namespace")),
                   (ref.get("apiVersion") or "").split("/")[0])
-        return theirs == (self.kind, self.name, self.namespace, self.api_version.split("/")[0])
+        if theirs != (self.kind, self.name, self.namespace, self.api_version.split("/")[0]):
+            return False
+        # A consumerRef written with an identity is that consumer's only; one written without (by a Metal3Machine,
+        # or before claims had identities) is held by name.
+        return not ref.get("uid") or ref["uid"] == self.uid
 
 
 @dataclass

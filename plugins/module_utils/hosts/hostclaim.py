@@ -24,6 +24,7 @@ import copy
 import hashlib
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -54,6 +55,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     KIND as HOST_KIND,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
+    CLAIM_ID_ANNOTATION,
     Consumer,
     associate,
     host_selector,
@@ -282,6 +284,7 @@ class _Flow:
         if FINALIZER not in (self.claim["metadata"].get("finalizers") or []):
             self.claim = ensure_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
             self.changed = True
+        self._ensure_identity()
         refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
         host, waiting = self._bound_host()
         if host is None and not refusals:
@@ -302,6 +305,23 @@ class _Flow:
         phase = "provisioned" if state == PROVISIONED else "bound"
         message = problem or f"host {host['metadata']['namespace']}/{host['metadata']['name']} is {state or 'new'}"
         return self.result(phase, None if settled else WAIT, message, host)
+
+    def _ensure_identity(self) -> None:
+        """Give the claim its identity as a consumer (CLAIM_ID_ANNOTATION), once and before any host is bound: two
+        reconciles of one claim meet on the resourceVersion, and the one that loses takes the winner's."""
+        known = [self.claim]
+
+        def write() -> Object:
+            claim = known.pop() if known else self.store.get(self.ref)
+            if CLAIM_ID_ANNOTATION in (claim["metadata"].get("annotations") or {}):
+                return claim
+            self.changed = True
+            return self.store.patch(self.ref, {"metadata": {
+                "resourceVersion": claim["metadata"]["resourceVersion"],
+                "annotations": {CLAIM_ID_ANNOTATION: str(uuid.uuid4())}}}, dry_run=self.dry_run)
+
+        self.claim = retry_on_conflict(write)
+        self.consumer = Consumer.of(self.claim)
 
     def _bound_host(self) -> tuple[Object | None, str]:
         """The host the claim's status names, if it still holds it; else '' or why it lost it."""

@@ -109,8 +109,9 @@ def test_a_claim_binds_a_free_host_of_an_admitting_namespace_and_provisions_it_w
 
     assert (step.phase, step.host, step.requeue_after) == ("bound", f"{INFRA}/server-0", hc.WAIT)
     bound = host_of(store, ref)
+    identity = store.get(ref)["metadata"]["annotations"]["metal3.baremetal/claim-id"]  # the claim's, kept for good
     assert bound["spec"]["consumerRef"] == {"apiVersion": API, "kind": "HostClaim", "name": "web",
-                                            "namespace": TENANT}
+                                            "namespace": TENANT, "uid": identity}
     assert bound["spec"]["image"] == IMAGE and bound["spec"]["online"] is True
     assert bound["spec"]["userData"] == {"name": "server-0-claim-user-data", "namespace": INFRA}
     copied = store.get(Ref("v1", "Secret", "server-0-claim-user-data", INFRA))

@@ -28,12 +28,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import
     MoveRefused,
     move_cluster,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from tests.harness.crashing_store import Crash, CrashingStore
+from tests.harness.demo import demo_objects
 from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
-from tests.integration.playbook_runs import REPO
 
-DEMO = REPO / "playbooks" / "files" / "demo"
 IPAM = "ipam.metal3.io/v1alpha1"
 HOSTS = ("metal3.io/v1alpha1", "BareMetalHost")
 # What the demo's cluster is made of once its machines are ready: these move, the hosts and their BMC Secret stay.
@@ -69,10 +67,8 @@ def demo(tmp_path: Path, ironic, monkeypatch, kube_namespace):
         monkeypatch.setenv(key, value)
     options = {"backend": "local", "store_path": str(tmp_path / "store.db")}
     with open_store(options) as store:
-        for manifest in ("hosts.yaml", "cluster.yaml"):
-            for obj in load_definitions(src=str(DEMO / manifest)):
-                obj["metadata"]["namespace"] = kube_namespace
-                store.create(obj)
+        for obj in demo_objects(kube_namespace, 6):  # MAC addresses of their own: the session's Ironic is shared
+            store.create(obj)
         host_refs = [Ref.of(h) for h in store.list(*HOSTS, kube_namespace)]
     ironic_options = IronicOptions(cloud=ironic.cloud)
     results = reconcile_hosts(lambda: open_store(options), ironic_options, host_refs, ("settled",), 120)
