@@ -89,3 +89,22 @@ def with_ironic(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     full = with_store(spec)
     full.update(copy.deepcopy(IRONIC_ARG_SPEC))
     return full
+
+
+# The virtual machines that serve HostClaims of kind libvirt: documented once in the metal3.baremetal.libvirt doc
+# fragment.
+LIBVIRT_ARG_SPEC: dict[str, dict[str, Any]] = {
+    "libvirt_uri": {"type": "str", "default": "qemu:///system", "fallback": (env_fallback, ["METAL3_LIBVIRT_URI"])},
+    "libvirt_bridge": {"type": "str", "fallback": (env_fallback, ["METAL3_LIBVIRT_BRIDGE"])},
+    "libvirt_storage_dir": {"type": "path", "fallback": (env_fallback, ["METAL3_LIBVIRT_STORAGE_DIR"])},
+    "libvirt_domain_type": {"type": "str", "default": "auto", "choices": ["auto", "kvm", "qemu"],
+                            "fallback": (env_fallback, ["METAL3_LIBVIRT_DOMAIN_TYPE"])},
+}
+
+
+def with_compute(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A module's own argument spec plus the store, Ironic and libvirt options: what serves HostClaims of every
+    kind."""
+    full = with_ironic(spec)
+    full.update(copy.deepcopy(LIBVIRT_ARG_SPEC))
+    return full

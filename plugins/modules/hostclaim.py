@@ -25,9 +25,17 @@ description:
     their own reconciles (M(metal3.baremetal.baremetal_host)). With it - from a bastion - the claims and their
     hosts are stepped until every claim is bound, provisioned or deleted, or O(wait_timeout) passes, or a claim
     cannot go on (its data cannot be read).
+  - A claim of C(spec.kind=libvirt) (upstream's hybrid-cluster design; C(baremetal), the default, is all the above)
+    is served by a virtual machine of its own, C(<namespace>.<name>), on the libvirt the O(libvirt_bridge) and
+    other libvirt options describe, with no Ironic - its size from C(spec.args) (C(cpus), C(memory), C(disk),
+    C(nics)), its HardwareData (NICs named and with MACs) known as soon as it is bound, its disk a copy-on-write
+    layer over C(spec.image) (fetched once per checksum and verified), its C(userData), C(metaData) and
+    C(networkData) on an OpenStack config drive, powered as C(poweredOn) says; deleted with its disk on release.
+    Its status is a bare-metal claim's, with C(virtualMachine) for C(bareMetalHost).
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.ironic
+  - metal3.baremetal.libvirt
   - metal3.baremetal.attributes
 attributes:
   check_mode:
@@ -101,10 +109,12 @@ claims:
       description: Its namespace.
       type: str
     phase:
-      description: pending, bound, provisioned or deleting.
+      description: pending, bound, provisioned, deleting, or failed (a claim of kind C(libvirt) whose machine
+        cannot be made).
       type: str
     host:
-      description: The bound BareMetalHost, C(<namespace>/<name>); empty while pending.
+      description: The bound BareMetalHost, C(<namespace>/<name>) (the virtual machine for kind C(libvirt));
+        empty while pending.
       type: str
     state:
       description: The bound host's provisioning state.
@@ -141,11 +151,12 @@ claims:
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, check_name, check_namespace
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import API, KIND, converge_claims
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import libvirt_machines
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
@@ -161,7 +172,8 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
             refs = [Ref.of(c) for c in store.list(API, KIND, namespace, selector)]
     wait_for = params["wait_for"]
     steps, reached = converge_claims(lambda: open_store(options), IronicOptions.from_params(params), refs, wait_for,
-                                     params["wait_timeout"] if wait_for else 0, check_mode)
+                                     params["wait_timeout"] if wait_for else 0, check_mode,
+                                     machines=libvirt_machines(params))
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "claims": [s.summary() for s in steps if s.obj is not None]}
     failing = [s for s in steps if s.error]
@@ -174,7 +186,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
 
 
 SPEC = ModuleSpec(
-    argument_spec=with_ironic({
+    argument_spec=with_compute({
         "name": {"type": "str"},
         "namespace": {"type": "str", "default": "default"},
         "label_selectors": {"type": "list", "elements": "str", "default": []},

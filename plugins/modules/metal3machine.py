@@ -29,6 +29,7 @@ description:
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.ironic
+  - metal3.baremetal.libvirt
   - metal3.baremetal.attributes
 attributes:
   check_mode:
@@ -70,6 +71,9 @@ options:
         rendered from the host as the claim shows it (labels, boot MAC and hardware - not its annotations), and
         its image and data go to the host through the claim. Node reuse is not done in this mode. Default from
         E(METAL3_HOST_CLAIM_MODE), else false.
+      - A machine whose C(spec.kind) names a class of compute (upstream's hybrid-cluster design) is in HostClaim
+        mode whatever this says - its HostClaim has that kind and the machine's C(spec.args); C(libvirt) - a
+        virtual machine of its own, defined as the O(libvirt_bridge) and other libvirt options say.
     type: bool
     default: false
   fast_track:
@@ -111,7 +115,11 @@ machines:
       description: Whether the machine is provisioned and ready.
       type: bool
     host:
-      description: The claimed BareMetalHost, C(<namespace>/<name>).
+      description: The claimed BareMetalHost, C(<namespace>/<name>) (the virtual machine, for a machine of kind
+        C(libvirt)).
+      type: str
+    host_class:
+      description: The class of compute that serves the machine - C(baremetal) or C(libvirt) (C(spec.kind)).
       type: str
     provider_id:
       description: C(spec.providerID).
@@ -150,10 +158,11 @@ from typing import Any
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import libvirt_machines
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
@@ -167,7 +176,8 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     steps, reached = converge(lambda: open_store(options), IronicOptions.from_params(params), params["namespace"],
                               selector, (wait_for,) if wait_for else (), params["wait_timeout"] if wait_for else 0,
                               check_mode, params["strict_failure_domain"], name=params["name"],
-                              fast_track=params["fast_track"], host_claim_mode=params["host_claim_mode"])
+                              fast_track=params["fast_track"], host_claim_mode=params["host_claim_mode"],
+                              machines=libvirt_machines(params))
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "machines": [s.summary() for s in steps if s.obj is not None]}
     if wait_for and not reached:
@@ -178,7 +188,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
 
 
 SPEC = ModuleSpec(
-    argument_spec=with_ironic({
+    argument_spec=with_compute({
         "name": {"type": "str"},
         "namespace": {"type": "str", "default": "default"},
         "label_selectors": {"type": "list", "elements": "str", "default": []},

@@ -28,6 +28,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.engine import ope
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from tests.harness.demo import demo_objects
+from tests.harness.fixture_machines import FixtureMachines
 from tests.integration.hostclaim_world import policy, seed_infrastructure
 from tests.integration.playbook_runs import REPO
 from tests.integration.test_cloud_init_reads_network_data import AZ_A, AZ_B, read, seed_machine
@@ -214,3 +215,69 @@ def test_a_tenant_cluster_in_host_claim_mode_runs_on_infrastructure_hosts(world)
         for host in store.list(API, "BareMetalHost", ns["infra"]):
             assert "consumerRef" not in host["spec"] and "image" not in host["spec"]
             assert host["status"]["provisioning"]["state"] == "available"
+
+
+def test_a_hybrid_cluster_has_its_control_plane_on_hosts_and_its_workers_on_virtual_machines(world):
+    """The demo's cluster in tenant-a with its workers' template of kind libvirt (upstream's hybrid-cluster
+    design): the control plane's HostClaims bind infra's hosts (provisioned by Ironic), the workers' are served by
+    virtual machines (a fixture hypervisor here; the lab boots real ones, test_lab_provisioning.py); each worker's
+    network_data is rendered from its machine's hardware by the template of its failure domain, and cloud-init's
+    own code reads the bond of the machine's two NICs from it. Scaled to nothing, the machines are deleted."""
+    ns, tenant = world["ns"], world["ns"]["tenant-a"]
+    machines = FixtureMachines()
+    objects = demo_objects(tenant, 0, ("cluster.yaml",))
+    # The demo's data templates name its hosts' NICs (eno1, eno2); a virtual machine's are enp1s0, enp2s0: the
+    # workers' templates are the same but for those names (the lab's servers and machines share theirs, and one
+    # set of templates: test_lab_provisioning.py).
+    for template in [o for o in objects if o["kind"] == "Metal3DataTemplate"]:
+        text = json.dumps(template).replace('"eno1"', '"enp1s0"').replace('"eno2"', '"enp2s0"')
+        objects.append(json.loads(text.replace('"cp-net-', '"vm-net-')))
+    with world["open"]() as store:
+        for obj in objects:
+            # The class chosen per machine set: each template names its kind (and so is in HostClaim mode).
+            if obj["kind"] == "Metal3MachineTemplate" and obj["metadata"]["name"] == "my-cluster-workers":
+                obj = json.loads(json.dumps(obj).replace('"cp-net-', '"vm-net-'))
+                obj["spec"]["template"]["spec"].update(kind="libvirt", args={"nics": "2", "memory": "1Gi"})
+            elif obj["kind"] == "Metal3MachineTemplate":
+                obj["spec"]["template"]["spec"]["kind"] = "baremetal"
+            store.create(obj)
+        ensure_machines(store, MachineSet("cp", tenant, "my-cluster", "my-cluster-controlplane", 2, True,
+                                          "my-cluster-userdata"))
+        ensure_machines(store, MachineSet("wk", tenant, "my-cluster", "my-cluster-workers", 2, False,
+                                          "my-cluster-userdata"))
+    steps, ready = converge(world["open"], world["options"], tenant, None, ("ready",), 300, machines=machines)
+    assert ready, [(s.summary()["name"], s.phase, s.message) for s in steps if not s.ready]
+    summaries = {s.summary()["name"]: s.summary() for s in steps}
+    assert Counter(m["host_class"] for m in summaries.values()) == {"baremetal": 2, "libvirt": 2}
+    with world["open"]() as store:
+        for name, machine in summaries.items():
+            claim = store.get(Ref(API, "HostClaim", name, tenant))
+            domain = machine["failure_domain"]
+            if machine["host_class"] == "baremetal":
+                assert claim["status"]["bareMetalHost"]["namespace"] == ns["infra"]
+                continue
+            vm_name = f"{tenant}.{name}"
+            assert claim["spec"]["kind"] == "libvirt" and claim["status"]["virtualMachine"]["name"] == vm_name
+            assert machine["host"] == f"{tenant}/{vm_name}"
+            made = machines.machines[vm_name]
+            assert made.running and made.size.nics == 2 and made.size.memory_mib == 1024
+            network = secret_values(store.get(Ref("v1", "Secret", f"{name}-networkdata", tenant)))["networkData"]
+            assert made.config_drive["network_data"] == yaml.safe_load(network)  # what the machine boots with
+            octet = "11" if domain == "az-a" else "21"
+            ips = [a["address"] for a in machine["addresses"] if a["type"] == "InternalIP"]
+            assert ips[0].startswith(f"192.168.{octet}.") and ips[1].startswith(f"192.168.{int(octet) + 1}.")
+            nics = {mac: f"enp{i + 1}s0" for i, mac in enumerate(made.macs)}
+            seed = seed_machine(AZ_A if domain == "az-a" else AZ_B, (made.macs[0], made.macs[1]), f"{ips[0]}/24",
+                                f"{ips[1]}/24")
+            assert read(yaml.safe_load(network), nics) == {
+                fact.replace("eno1", "enp1s0").replace("eno2", "enp2s0") for fact in seed}
+    assert {m["failure_domain"] for m in summaries.values() if m["host_class"] == "libvirt"} == {"az-a", "az-b"}
+
+    with world["open"]() as store:
+        ensure_machines(store, MachineSet("cp", tenant, "my-cluster", "my-cluster-controlplane", 0, True))
+        ensure_machines(store, MachineSet("wk", tenant, "my-cluster", "my-cluster-workers", 0))
+    steps, gone = converge(world["open"], world["options"], tenant, None, ("deleted",), 300, machines=machines)
+    assert gone, [s.summary() for s in steps]
+    assert machines.machines == {}
+    with world["open"]() as store:
+        assert store.list(API, "HostClaim", tenant) == []

@@ -699,6 +699,12 @@ CRDS = json.loads(r'''
         },
         "spec": {
          "properties": {
+          "args": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "type": "object"
+          },
           "automatedCleaningMode": {
            "enum": [
             "metadata",
@@ -820,6 +826,13 @@ CRDS = json.loads(r'''
             "url"
            ],
            "type": "object"
+          },
+          "kind": {
+           "enum": [
+            "baremetal",
+            "libvirt"
+           ],
+           "type": "string"
           },
           "metaData": {
            "properties": {
@@ -1090,6 +1103,12 @@ CRDS = json.loads(r'''
         },
         "spec": {
          "properties": {
+          "args": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "type": "object"
+          },
           "automatedCleaningMode": {
            "enum": [
             "metadata",
@@ -1226,6 +1245,13 @@ CRDS = json.loads(r'''
             "url"
            ],
            "type": "object"
+          },
+          "kind": {
+           "enum": [
+            "baremetal",
+            "libvirt"
+           ],
+           "type": "string"
           },
           "metaData": {
            "properties": {
@@ -1571,6 +1597,12 @@ CRDS = json.loads(r'''
             },
             "spec": {
              "properties": {
+              "args": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              },
               "automatedCleaningMode": {
                "enum": [
                 "metadata",
@@ -1692,6 +1724,13 @@ CRDS = json.loads(r'''
                 "url"
                ],
                "type": "object"
+              },
+              "kind": {
+               "enum": [
+                "baremetal",
+                "libvirt"
+               ],
+               "type": "string"
               },
               "metaData": {
                "properties": {
@@ -1833,6 +1872,12 @@ CRDS = json.loads(r'''
             },
             "spec": {
              "properties": {
+              "args": {
+               "additionalProperties": {
+                "type": "string"
+               },
+               "type": "object"
+              },
               "automatedCleaningMode": {
                "enum": [
                 "metadata",
@@ -1969,6 +2014,13 @@ CRDS = json.loads(r'''
                 "url"
                ],
                "type": "object"
+              },
+              "kind": {
+               "enum": [
+                "baremetal",
+                "libvirt"
+               ],
+               "type": "string"
               },
               "metaData": {
                "properties": {
@@ -10968,6 +11020,12 @@ CRDS = json.loads(r'''
         },
         "spec": {
          "properties": {
+          "args": {
+           "additionalProperties": {
+            "type": "string"
+           },
+           "type": "object"
+          },
           "consumerRef": {
            "properties": {
             "apiVersion": {
@@ -11108,6 +11166,13 @@ CRDS = json.loads(r'''
             "url"
            ],
            "type": "object"
+          },
+          "kind": {
+           "enum": [
+            "baremetal",
+            "libvirt"
+           ],
+           "type": "string"
           },
           "metaData": {
            "properties": {
@@ -11276,6 +11341,25 @@ CRDS = json.loads(r'''
           },
           "state": {
            "type": "string"
+          },
+          "virtualMachine": {
+           "properties": {
+            "name": {
+             "maxLength": 253,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+             "type": "string"
+            },
+            "namespace": {
+             "maxLength": 63,
+             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+             "type": "string"
+            }
+           },
+           "required": [
+            "namespace",
+            "name"
+           ],
+           "type": "object"
           }
          },
          "type": "object"

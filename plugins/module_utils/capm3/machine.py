@@ -63,6 +63,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim impor
     release_host,
     update_claimed_host,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+    BAREMETAL,
+    VirtualMachines,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
@@ -79,18 +83,21 @@ NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
 @dataclass
 class MachineResult(Result):
     """What one reconcile of a Metal3Machine came to: beside the common fields, the machine's phase, whether it
-    is ready, the host it holds (``<namespace>/<name>``) and the steps of its data claim."""
+    is ready, the host it holds (``<namespace>/<name>``), the class of compute that serves it (baremetal,
+    libvirt) and the steps of its data claim."""
 
     phase: str = ""
     ready: bool = False
     host: str = ""
     data: list[DataResult] = field(default_factory=list)
+    host_class: str = BAREMETAL
 
     def summary(self) -> dict[str, Any]:
         metadata = (self.obj or {}).get("metadata") or {}
         spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
-                "ready": self.ready, "host": self.host, "provider_id": spec.get("providerID", ""),
+                "ready": self.ready, "host": self.host, "host_class": self.host_class,
+                "provider_id": spec.get("providerID", ""),
                 "failure_domain": spec.get("failureDomain", ""), "addresses": status.get("addresses", []),
                 "rendered_data": status.get("renderedData"), "meta_data": status.get("metaData"),
                 "network_data": status.get("networkData"), "requeue_after": self.requeue_after,
@@ -107,14 +114,17 @@ def host_image(image: dict[str, Any]) -> dict[str, Any]:
 
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
                             strict_failure_domain: bool = False, fast_track: bool = False,
-                            host_claim_mode: bool = False) -> MachineResult:
+                            host_claim_mode: bool = False, machines: VirtualMachines | None = None) -> MachineResult:
+    """One step of the Metal3Machine named by ``ref``. HostClaim mode: for every machine with ``host_claim_mode``,
+    else for a machine whose spec names a ``kind`` of compute; ``machines`` serves HostClaims of kind libvirt."""
     try:
         m3m = store.get(ref)
     except NotFound:
         return MachineResult(None, message="gone", phase="deleted")
-    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track, host_claim_mode)
+    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track, host_claim_mode, machines)
     if flow.paused():
-        return MachineResult(m3m, message="paused", phase="paused", host=flow.host_name)
+        return MachineResult(m3m, message="paused", phase="paused", host=flow.host_name,
+                             host_class=flow.host_class)
     if m3m["metadata"].get("deletionTimestamp"):
         return flow.delete()
     return flow.normal()
@@ -122,9 +132,11 @@ def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
 
 class _Flow:
     def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool, fast_track: bool,
-                 host_claim_mode: bool = False):
+                 host_claim_mode: bool = False, machines: VirtualMachines | None = None):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
-        self.fast_track, self.claim_mode = fast_track, host_claim_mode
+        self.host_class = str((m3m.get("spec") or {}).get("kind") or BAREMETAL)
+        self.fast_track, self.claim_mode = fast_track, host_claim_mode or bool((m3m.get("spec") or {}).get("kind"))
+        self.machines = machines
         self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
         self.claim_view: Object | None = None  # HostClaim mode: the host as the claim showed it this reconcile
         self.ref = Ref.of(m3m)
@@ -159,7 +171,8 @@ class _Flow:
     def step(self, phase: str, requeue: float | None = None, message: str = "", ready: bool = False,
              data: list[DataResult] | None = None, waits_on: list[Ref] | None = None) -> MachineResult:
         return MachineResult(self.m3m, self.changed, requeue, message or phase, waits_on or [], phase=phase,
-                             ready=ready, host=self.bound_host or self.host_name, data=data or [])
+                             ready=ready, host=self.bound_host or self.host_name, data=data or [],
+                             host_class=self.host_class)
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> MachineResult:
@@ -241,7 +254,7 @@ class _Flow:
         return claim
 
     def _step_claim(self) -> hostclaim.ClaimResult:
-        step = hostclaim.reconcile_host_claim(self.store, self._claim_ref(), self.dry_run)
+        step = hostclaim.reconcile_host_claim(self.store, self._claim_ref(), self.dry_run, self.machines)
         self.changed = self.changed or step.changed
         self.bound_host = step.host
         return step
@@ -258,6 +271,9 @@ class _Flow:
                 spec["hostSelector"] = selector
             if self._failure_domain():
                 spec["failureDomain"] = self._failure_domain()
+            for field_name in ("kind", "args"):  # the class of compute, and what parameterises it
+                if self.m3m["spec"].get(field_name):
+                    spec[field_name] = copy.deepcopy(self.m3m["spec"][field_name])
             labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
             self.store.create({"apiVersion": BMH_API, "kind": hostclaim.KIND,
                                "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,

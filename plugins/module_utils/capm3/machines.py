@@ -42,6 +42,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+    BAREMETAL,
+    VirtualMachines,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
@@ -149,7 +153,7 @@ def _create(store: Store, machine_set: MachineSet, name: str, domain: str | None
 def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespace: str, selector: str | None,
              targets: tuple[str, ...] = ("ready",), timeout: float = 0, dry_run: bool = False,
              strict_failure_domain: bool = False, concurrency: int = 20, name: str | None = None,
-             fast_track: bool = False, host_claim_mode: bool = False,
+             fast_track: bool = False, host_claim_mode: bool = False, machines: VirtualMachines | None = None,
              sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
@@ -161,14 +165,14 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                 refs = [Ref(INFRA_API, "Metal3Machine", name, namespace)]
             else:
                 refs = [Ref.of(m) for m in store.list(INFRA_API, "Metal3Machine", namespace, selector)]
-            steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track, host_claim_mode)
-                     for ref in refs]
+            steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track, host_claim_mode,
+                                             machines) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report("Metal3Machine", f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if one_step:  # the hosts have reconciles of their own (the operator's)
             return steps
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
-        hosts = sorted({s.host for s in steps if s.host})
+        hosts = sorted({s.host for s in steps if s.host and s.host_class == BAREMETAL})
         host_refs = [Ref(BMH_API, "BareMetalHost", name, host_namespace)
                      for host_namespace, name in (split_reference(h, namespace) for h in hosts)]
         if host_refs:

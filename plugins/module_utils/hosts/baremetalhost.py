@@ -461,45 +461,7 @@ class _Reconcile:
         return self._data
 
     def _config_drive(self) -> dict[str, Any]:
-        """{meta_data, user_data, network_data} from the secrets, with upstream's default meta_data keys."""
-        uid = self.host["metadata"].get("uid") or self.node_name
-        meta_data: dict[str, Any] = {"uuid": uid, "metal3-namespace": self.ref.namespace,
-                                     "metal3-name": self.ref.name, "local-hostname": self.ref.name,
-                                     "local_hostname": self.ref.name, "name": self.ref.name}
-        drive: dict[str, Any] = {"meta_data": meta_data}
-        for field, key in (("metaData", "meta_data"), ("userData", "user_data"), ("networkData", "network_data")):
-            ref = self.spec.get(field) or {}
-            if not ref.get("name"):
-                continue
-            if ref.get("namespace", self.ref.namespace) != self.ref.namespace:
-                raise HostFailure(PROVISIONING_ERROR, f"spec.{field}.namespace: must be the host's namespace "
-                                                      f"{self.ref.namespace!r}", retry=False)
-            values = self._secret(ref["name"], f"spec.{field}")
-            text = values.get(field, values.get("value"))
-            if text is None:
-                raise HostFailure(PROVISIONING_ERROR, f"spec.{field}: secret {self.ref.namespace}/{ref['name']} has "
-                                                      f"no {field!r} or 'value' key", retry=False)
-            if key == "user_data":
-                drive[key] = text
-                continue
-            parsed = self._mapping(text, f"spec.{field}: secret {self.ref.namespace}/{ref['name']}",
-                                   PROVISIONING_ERROR)
-            if key == "meta_data":
-                meta_data.update(parsed)
-            else:
-                drive[key] = parsed
-        return drive
-
-    @staticmethod
-    def _mapping(text: str, what: str, error_type: str) -> dict[str, Any]:
-        """A secret's YAML (or JSON) mapping; a HostFailure naming ``what`` when it is not one."""
-        try:
-            parsed = parse_yaml(text, what) or {}
-        except BadRequest as e:
-            raise HostFailure(error_type, str(e), retry=False) from None
-        if not isinstance(parsed, dict):
-            raise HostFailure(error_type, f"{what} must hold a mapping, not {type(parsed).__name__}", retry=False)
-        return parsed
+        return config_drive(self.ref, self.host["metadata"].get("uid") or self.node_name, self.spec, self._secret)
 
     def _preprovisioning_network_data(self) -> dict[str, Any]:
         """The network the deploy ramdisk configures where there is no DHCP: the networkData key of the secret
@@ -515,7 +477,7 @@ class _Reconcile:
         if "networkData" not in values:
             raise HostFailure(REGISTRATION_ERROR, f"{field}: secret {self.ref.namespace}/{name} has no 'networkData' "
                                                   "key", retry=False)
-        return self._mapping(values["networkData"], f"{field}: secret {self.ref.namespace}/{name}",
+        return _mapping(values["networkData"], f"{field}: secret {self.ref.namespace}/{name}",
                              REGISTRATION_ERROR)
 
     # -- the provisioner's operations, as the states use them ---------------------------------------------
@@ -748,3 +710,46 @@ def _annotation_args(value: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return args if isinstance(args, dict) else {}
+
+
+def config_drive(ref: Ref, uid: str, spec: dict[str, Any],
+                 secret: Callable[[str, str], dict[str, str]]) -> dict[str, Any]:
+    """{meta_data, user_data, network_data} for the workload of ``ref`` (a host, or a claim served by a virtual
+    machine) from the Secrets of ``spec``'s userData, metaData and networkData (of ``ref``'s namespace, read by
+    ``secret(name, field)``), with upstream's default meta_data keys. HostFailure naming the field when a Secret
+    cannot be used."""
+    meta_data: dict[str, Any] = {"uuid": uid, "metal3-namespace": ref.namespace, "metal3-name": ref.name,
+                                 "local-hostname": ref.name, "local_hostname": ref.name, "name": ref.name}
+    drive: dict[str, Any] = {"meta_data": meta_data}
+    for field, key in (("metaData", "meta_data"), ("userData", "user_data"), ("networkData", "network_data")):
+        secret_ref = spec.get(field) or {}
+        if not secret_ref.get("name"):
+            continue
+        if secret_ref.get("namespace", ref.namespace) != ref.namespace:
+            raise HostFailure(PROVISIONING_ERROR, f"spec.{field}.namespace: must be the namespace {ref.namespace!r}",
+                              retry=False)
+        values = secret(secret_ref["name"], f"spec.{field}")
+        text = values.get(field, values.get("value"))
+        if text is None:
+            raise HostFailure(PROVISIONING_ERROR, f"spec.{field}: secret {ref.namespace}/{secret_ref['name']} has "
+                                                  f"no {field!r} or 'value' key", retry=False)
+        if key == "user_data":
+            drive[key] = text
+            continue
+        parsed = _mapping(text, f"spec.{field}: secret {ref.namespace}/{secret_ref['name']}", PROVISIONING_ERROR)
+        if key == "meta_data":
+            meta_data.update(parsed)
+        else:
+            drive[key] = parsed
+    return drive
+
+
+def _mapping(text: str, what: str, error_type: str) -> dict[str, Any]:
+    """A secret's YAML (or JSON) mapping; a HostFailure naming ``what`` when it is not one."""
+    try:
+        parsed = parse_yaml(text, what) or {}
+    except BadRequest as e:
+        raise HostFailure(error_type, str(e), retry=False) from None
+    if not isinstance(parsed, dict):
+        raise HostFailure(error_type, f"{what} must hold a mapping, not {type(parsed).__name__}", retry=False)
+    return parsed

@@ -7,7 +7,7 @@ and update, never a status write: the host selector's labels and expressions, th
 image, as for a BareMetalHost. Each problem names its field and carries upstream's text, whose label rules are
 Kubernetes' (apimachinery's IsQualifiedName and IsValidLabelValue, in their words).
 
-Two choices of ours, beyond upstream's webhook:
+Three choices of ours, beyond upstream's webhook:
 
 - Operators. Upstream's webhook admits apimachinery's selection operators ``=``, ``==``, ``!=``, ``in``,
   ``notin``, ``exists`` and ``!``; its manager lowercases an operator before building the selector, and the
@@ -19,6 +19,8 @@ Two choices of ours, beyond upstream's webhook:
 - Secrets of another namespace. The engine copies a claim's userData, metaData and networkData Secrets into the
   host's namespace: a reference to another namespace's Secret (a BMC's credentials, say) is refused, with the
   words of upstream's BareMetalHost rule, so that no tenant can have another namespace's Secret copied.
+- The class of compute (``spec.kind``, upstream's hybrid-cluster design): one served here, ``args`` that kind
+  reads (hosts/virtual_machine.py), no ``identityRef`` or ``customDeploy`` for a virtual machine.
 
 HostDeployPolicy: upstream has no webhook, and a bad policy fails each claim's reconcile instead. Here it is
 refused when written: nameMatches must compile, names must be namespace names, hasLabels label keys and values.
@@ -40,6 +42,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission i
     image_problems,
     is_reboot_annotation,
     reboot_annotation_problem,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+    BAREMETAL,
+    KINDS,
+    LIBVIRT,
+    args_problems,
 )
 
 GROUP = "metal3.io"
@@ -89,6 +97,23 @@ def validate_host_claim(claim: Object) -> Iterator[Problem]:
         ref = spec.get(field) or {}
         if ref.get("namespace") and ref["namespace"] != metadata.get("namespace"):
             yield f"spec.{field}", "cross-namespace Secret references are not allowed"
+    yield from _compute_problems(spec)
+
+
+def _compute_problems(spec: dict[str, Any]) -> Iterator[Problem]:
+    """Ours: the class of compute (spec.kind) and its args; a virtual machine has no other cluster's hosts to
+    reach and no custom deploy."""
+    kind = spec.get("kind")
+    if kind is not None and kind not in KINDS:
+        yield "spec.kind", f"{kind!r} is not a class of compute served here ({', '.join(KINDS)})"
+    if kind == LIBVIRT:
+        yield from args_problems(spec.get("args"))
+        if spec.get("identityRef"):
+            yield "spec.identityRef", f"a claim of kind {LIBVIRT} is served here, not by another cluster's hosts"
+        if spec.get("customDeploy"):
+            yield "spec.customDeploy", f"a claim of kind {LIBVIRT} boots spec.image"
+    elif spec.get("args"):
+        yield "spec.args", f"kind {kind or BAREMETAL} takes no args"
 
 
 def _expression_problems(index: int, expression: dict[str, Any]) -> Iterator[Problem]:

@@ -29,12 +29,18 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound, NotHeld
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    Invalid,
+    NotFound,
+    NotHeld,
+    Unavailable,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
     controlled_by,
     now,
+    secret_values,
     split_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
@@ -48,6 +54,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     READY,
     REBOOT_ANNOTATION,
     STABLE_STATES,
+    HostFailure,
+    config_drive,
     host_state,
     reconcile_hosts,
 )
@@ -56,6 +64,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     CLAIM_ID_ANNOTATION,
+    FAILURE_DOMAIN_LABEL,
     Consumer,
     associate,
     host_selector,
@@ -67,6 +76,19 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.remote impo
     RemoteRefused,
     identity_ref,
     open_remote_hosts,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+    BAREMETAL,
+    LIBVIRT,
+    MachineFailure,
+    MachineSize,
+    VirtualMachine,
+    VirtualMachines,
+    claim_kind,
+    domain_name,
+    hardware,
+    mac_addresses,
+    machine_size,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
@@ -100,6 +122,8 @@ CONFIGURATION_SYNCED = "ConfigurationSynced"
 SECRET_SYNC_FAILURE = {"userData": "UserDataSecretSyncFailure", "metaData": "MetaDataSecretSyncFailure",
                        "networkData": "NetworkDataSecretSyncFailure"}
 HOST_NOT_SYNCHRONIZED = "BareMetalHostNotSynchronized"
+# Ours, on a claim of kind libvirt.
+MACHINE_ASSOCIATED, MACHINE_FAILED = "VirtualMachineAssociated", "VirtualMachineFailed"
 
 NO_HOST_WAIT = 10.0  # a pending claim looks again (upstream: 30 s)
 # Ours, on a claim whose hosts are in another store (spec.identityRef): whether that store answers.
@@ -215,14 +239,24 @@ def _data_refusal(claim: Object, field: str) -> str:
 
 # -- the reconcile ---------------------------------------------------------------------------------------------
 
-def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False) -> ClaimResult:
-    """One step of the HostClaim named by ``ref``."""
+def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False,
+                         machines: VirtualMachines | None = None) -> ClaimResult:
+    """One step of the HostClaim named by ``ref``; ``machines``: the hypervisor that serves claims of kind
+    libvirt (None: this controller serves none, and such a claim says so)."""
     try:
         claim = store.get(ref)
     except NotFound:
         return ClaimResult(None, message="gone", phase="deleted")
     if pause.paused(claim):
         return ClaimResult(claim, message="paused", phase="paused")
+    if claim_kind(claim) == LIBVIRT:
+        served = _MachineFlow(store, claim, dry_run, machines)
+        try:
+            return _step(served)
+        except (MachineFailure, Invalid, HostFailure) as e:
+            return served.failed(str(getattr(e, "message", "") or e))
+        except Unavailable as e:
+            return served.failed(str(e), UNREACHABLE_WAIT)
     if identity_ref(claim) is None:
         return _step(_Flow(store, store, claim, dry_run))
     try:
@@ -258,6 +292,7 @@ class _Flow:
         self.spec: dict[str, Any] = claim.get("spec") or {}
         self.changed = False
         self.admitting: list[str] = []  # the namespaces whose hosts the claim may bind, once looked up
+        self.associated_reason = HOST_ASSOCIATED
 
     @property
     def deploying(self) -> bool:
@@ -281,9 +316,7 @@ class _Flow:
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> ClaimResult:
-        if FINALIZER not in (self.claim["metadata"].get("finalizers") or []):
-            self.claim = ensure_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
-            self.changed = True
+        self._ensure_finalizer()
         self._ensure_identity()
         refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
         host, waiting = self._bound_host()
@@ -305,6 +338,11 @@ class _Flow:
         phase = "provisioned" if state == PROVISIONED else "bound"
         message = problem or f"host {host['metadata']['namespace']}/{host['metadata']['name']} is {state or 'new'}"
         return self.result(phase, None if settled else WAIT, message, host)
+
+    def _ensure_finalizer(self) -> None:
+        if FINALIZER not in (self.claim["metadata"].get("finalizers") or []):
+            self.claim = ensure_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
+            self.changed = True
 
     def _ensure_identity(self) -> None:
         """Give the claim its identity as a consumer (CLAIM_ID_ANNOTATION), once and before any host is bound: two
@@ -529,13 +567,13 @@ class _Flow:
         state = host_state(host)
 
         def change(status: dict[str, Any]) -> None:
-            status["bareMetalHost"] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
+            self._record_bound(status, host)
             if hardware_data:
                 status["hardwareData"] = hardware_data
             status["poweredOn"] = bool(host_status.get("poweredOn"))
             status["state"] = state
             status["addresses"] = _addresses(host, self.ref.name)
-            conditions = set_condition(status.get("conditions"), ASSOCIATED, True, HOST_ASSOCIATED)
+            conditions = set_condition(status.get("conditions"), ASSOCIATED, True, self.associated_reason)
             status["conditions"] = conditions
             self._data_conditions(status, refusals or {})
             provisioned = state == PROVISIONED
@@ -546,6 +584,9 @@ class _Flow:
                                                  "Ready" if ready else state or "None")
 
         self._update_status(change)
+
+    def _record_bound(self, status: dict[str, Any], host: Object) -> None:
+        status["bareMetalHost"] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
 
     def _update_status(self, change: Callable[[dict[str, Any]], None]) -> None:
         """Apply ``change`` to the claim's status and write it when it differs (lastUpdated moves with it)."""
@@ -601,6 +642,10 @@ class _Flow:
                         conditions=set_condition(status.get("conditions"), ASSOCIATED, False, CLAIM_DELETING,
                                                  waiting)))
                     return self.result("deleting", WAIT, waiting, self.hosts.get_if_exists(host_ref))
+        return self._forget()
+
+    def _forget(self) -> ClaimResult:
+        """The claim's own objects gone once nothing holds it: its HardwareData, then its finalizer."""
         hardware = self.store.get_if_exists(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace))
         if controlled_by(hardware, self.claim):  # never a HardwareData someone else made
             self.store.delete(Ref(API, HARDWARE_KIND, self.ref.name, self.ref.namespace), dry_run=self.dry_run)
@@ -632,6 +677,112 @@ class _Flow:
         return waiting
 
 
+class _MachineFlow(_Flow):
+    """A claim of kind libvirt (hosts/virtual_machine.py): bound at once to a machine of its own, named after it,
+    whose hardware (size from spec.args, NICs with MACs derived from the claim's uid) its HardwareData shows
+    before the machine exists; the machine made once the claim has an image, from the claim's own Secrets (no
+    copies: there is no host namespace), powered as poweredOn asks; on delete, the machine with its disk and config
+    drive deleted - only one this claim made."""
+
+    def __init__(self, store: Store, claim: Object, dry_run: bool, machines: VirtualMachines | None):
+        super().__init__(store, store, claim, dry_run)
+        self.machines = machines
+        self.machine_name = domain_name(self.ref.namespace, self.ref.name)
+        self.uid = str(claim["metadata"].get("uid") or "")
+        self.associated_reason = MACHINE_ASSOCIATED
+
+    def _hypervisor(self) -> VirtualMachines:
+        if self.machines is None:
+            raise Invalid(f"spec.kind: {LIBVIRT} - this controller serves no HostClaims of kind {LIBVIRT} (give it "
+                          "libvirt_bridge and libvirt_storage_dir)")
+        return self.machines
+
+    def _machine(self) -> VirtualMachine | None:
+        machine = self._hypervisor().get(self.machine_name)
+        if machine is not None and machine.owner != self.uid:
+            raise MachineFailure(f"virtual machine {self.machine_name} exists and was not made by this claim; it is "
+                                 "left alone")
+        return machine
+
+    def normal(self) -> ClaimResult:
+        self._ensure_finalizer()
+        size = machine_size(self.spec.get("args"))
+        if self.spec.get("customDeploy"):
+            raise Invalid(f"spec.customDeploy: a HostClaim of kind {LIBVIRT} boots spec.image")
+        refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
+        macs = mac_addresses(self.uid, size.nics)
+        machine = self._machine()
+        if machine is None and self.deploying and not refusals:
+            drive = config_drive(self.ref, self.uid, self.spec, self._secret)
+            if not self.dry_run:
+                self._hypervisor().create(self.machine_name, self.uid, size, macs, self.spec["image"], drive)
+            machine = VirtualMachine(self.machine_name, self.uid, False)
+            self.changed = True
+        if machine is not None:
+            wanted = bool(self.spec.get("poweredOn"))
+            if machine.running != wanted:
+                if not self.dry_run:
+                    self._hypervisor().power(self.machine_name, wanted)
+                machine.running = wanted
+                self.changed = True
+            if REBOOT_ANNOTATION in (self.claim["metadata"].get("annotations") or {}):
+                if machine.running and not self.dry_run:
+                    self._hypervisor().reboot(self.machine_name)
+                self._forget_reboot_request()
+        host = self._as_host(size, macs, machine)
+        hardware_data, problem = self._hardware_data(host)
+        self._write_status(host, hardware_data=hardware_data, refusals=refusals)
+        if refusals:
+            why = next(iter(refusals.values()))
+            return self.result("bound", None, why, host, error=why)
+        phase = "provisioned" if machine is not None else "bound"
+        return self.result(phase, None, problem or f"virtual machine {self.machine_name} is "
+                           f"{host_state(host)}{', running' if machine is not None and machine.running else ''}",
+                           host)
+
+    def _secret(self, name: str, field: str) -> dict[str, str]:
+        try:
+            return secret_values(self.store.get(Ref("v1", "Secret", name, self.ref.namespace)))
+        except NotFound:
+            raise Invalid(f"{field}: Secret {self.ref.namespace}/{name} not found") from None
+
+    def _as_host(self, size: MachineSize, macs: list[str], machine: VirtualMachine | None) -> Object:
+        """The machine in a BareMetalHost's shape, for what the claim shows (state, power, hardware) and its
+        HardwareData: provisioned once it exists, available until then; labelled with the claim's failure
+        domain."""
+        failure_domain = self.spec.get("failureDomain")
+        return {"apiVersion": API, "kind": HOST_KIND,
+                "metadata": {"name": self.machine_name, "namespace": self.ref.namespace,
+                             "labels": {FAILURE_DOMAIN_LABEL: failure_domain} if failure_domain else {}},
+                "spec": {"bootMACAddress": macs[0]},
+                "status": {"provisioning": {"state": PROVISIONED if machine is not None else AVAILABLE},
+                           "poweredOn": bool(machine is not None and machine.running),
+                           "hardware": hardware(size, macs, self.ref.name)}}
+
+    def _record_bound(self, status: dict[str, Any], host: Object) -> None:
+        status["virtualMachine"] = {"namespace": self.ref.namespace, "name": self.machine_name}
+
+    def failed(self, why: str, requeue: float | None = None) -> ClaimResult:
+        """The claim cannot go on (or, with ``requeue``, the hypervisor does not answer): Ready False saying why;
+        what it has stays."""
+        self._update_status(lambda status: status.update(conditions=set_condition(
+            status.get("conditions"), READY_CONDITION, False, MACHINE_FAILED, why)))
+        bound = (self.claim.get("status") or {}).get("virtualMachine") or {}
+        return ClaimResult(self.claim, self.changed, requeue, why, phase="failed",
+                           host=f"{bound['namespace']}/{bound['name']}" if bound.get("name") else "",
+                           state=(self.claim.get("status") or {}).get("state", ""),
+                           error=why if requeue is None else "")
+
+    def delete(self) -> ClaimResult:
+        machine = self._machine() if self.machines is not None or \
+            (self.claim.get("status") or {}).get("virtualMachine") else None
+        if machine is not None:
+            if not self.dry_run:
+                self._hypervisor().delete(self.machine_name)
+            self.changed = True
+        return self._forget()
+
+
 def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
     """The host's addresses as a Cluster API Machine's: InternalIP of each NIC that has one (from inspection),
     Hostname and InternalDNS."""
@@ -647,7 +798,8 @@ def host_view(store: Store, claim: Object | None) -> Object | None:
     what reads a host without seeing it (a Metal3Machine in HostClaim mode, its data templates); None until the
     claim is bound and its HardwareData made. It has no annotations: the host's stay with the host."""
     status = (claim or {}).get("status") or {}
-    bound, hardware_ref = status.get("bareMetalHost") or {}, status.get("hardwareData") or {}
+    bound = status.get("bareMetalHost") or status.get("virtualMachine") or {}
+    hardware_ref = status.get("hardwareData") or {}
     if claim is None or not bound.get("name") or not hardware_ref.get("name"):
         return None
     hardware = store.get_if_exists(Ref(API, HARDWARE_KIND, hardware_ref["name"], claim["metadata"]["namespace"]))
@@ -667,7 +819,8 @@ def host_view(store: Store, claim: Object | None) -> Object | None:
 
 def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, refs: list[Ref],
                     target: str | None = None, timeout: float = 0, dry_run: bool = False, concurrency: int = 20,
-                    sleep: Callable[[float], None] = time.sleep) -> tuple[list[ClaimResult], bool]:
+                    sleep: Callable[[float], None] = time.sleep,
+                    machines: VirtualMachines | None = None) -> tuple[list[ClaimResult], bool]:
     """Step the claims named by ``refs`` and their hosts until every one reaches ``target`` (bound, provisioned,
     deleted), or time is up, or a claim cannot go on (its ``error``). No target: one step of each claim; its host
     has a reconcile of its own (the operator's)."""
@@ -675,14 +828,15 @@ def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, r
 
     def step() -> list[ClaimResult]:
         with store_factory() as store:
-            steps = [reconcile_host_claim(store, ref, dry_run) for ref in refs]
+            steps = [reconcile_host_claim(store, ref, dry_run, machines) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report(KIND, f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if one_step:
             return steps
         # From a bastion nobody else reconciles the hosts, so this loop does; hosts in another cluster
         # (spec.identityRef) are that cluster's to reconcile.
-        hosts = sorted({s.host for s in steps if s.host and s.obj is not None and identity_ref(s.obj) is None})
+        hosts = sorted({s.host for s in steps if s.host and s.obj is not None and identity_ref(s.obj) is None
+                        and claim_kind(s.obj) == BAREMETAL})
         if hosts:
             reconcile_hosts(store_factory, ironic,
                             [Ref(API, HOST_KIND, name, namespace)

@@ -121,6 +121,18 @@ CLAIM_CASES = [
      ("spec.userData", "cross-namespace Secret references are not allowed")),
     ("network data of another namespace", claim(networkData={"name": "n", "namespace": "infra"}),
      ("spec.networkData", "cross-namespace Secret references are not allowed")),
+    # Ours: the class of compute (upstream's hybrid-cluster design names spec.kind and spec.args).
+    ("kind libvirt with args", claim(kind="libvirt", args={"cpus": "2", "memory": "2Gi", "nics": "2"}), None),
+    ("kind baremetal", claim(kind="baremetal"), None),
+    ("a kind not served here", claim(kind="kubevirt"),
+     ("spec.kind", "'kubevirt' is not a class of compute served here (baremetal, libvirt)")),
+    ("args of kind libvirt that are not", claim(kind="libvirt", args={"memory": "lots"}),
+     ("spec.args.memory", "'lots' is not a quantity")),
+    ("args for bare metal", claim(args={"cpus": "2"}), ("spec.args", "kind baremetal takes no args")),
+    ("a virtual machine reached through another cluster", claim(kind="libvirt", identityRef={"name": "k"}),
+     ("spec.identityRef", "a claim of kind libvirt is served here, not by another cluster's hosts")),
+    ("a virtual machine with a custom deploy", claim(kind="libvirt", customDeploy={"method": "m"}),
+     ("spec.customDeploy", "a claim of kind libvirt boots spec.image")),
 ]
 
 P = "spec.hostClaimNamespaces"
@@ -213,7 +225,8 @@ def test_the_kinds_come_from_their_crds():
     assert (policy_kind.plural, policy_kind.status_subresource) == ("hostdeploypolicies", True)
     assert (hardware.plural, hardware.status_subresource) == ("hardwaredata", False)
     assert all(k.namespaced for k in (hostclaim, policy_kind, hardware))
-    assert {"state", "addresses", "bareMetalHost", "hardwareData", "poweredOn", "conditions", "lastUpdated"} == \
+    assert {"state", "addresses", "bareMetalHost", "virtualMachine", "hardwareData", "poweredOn", "conditions",
+            "lastUpdated"} == \
         set(hostclaim.schema["properties"]["status"]["properties"])
 
 

@@ -1,0 +1,35 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  libvirt_uri:
+    description:
+      - The libvirt that defines the virtual machines serving HostClaims of C(spec.kind=libvirt).
+      - Default from E(METAL3_LIBVIRT_URI), else C(qemu:///system).
+    type: str
+    default: qemu:///system
+  libvirt_bridge:
+    description:
+      - The bridge every NIC of those virtual machines joins (where their networks, and the VLANs of their
+        network data, are).
+      - Without it (and without O(libvirt_storage_dir)) this run serves no claims of kind libvirt, and such a claim
+        says so. Default from E(METAL3_LIBVIRT_BRIDGE).
+    type: str
+  libvirt_storage_dir:
+    description:
+      - The directory of those machines' disks (copy-on-write layers over their images), config drives and serial
+        logs, and of the images they start from (fetched once per checksum). Default from
+        E(METAL3_LIBVIRT_STORAGE_DIR).
+    type: path
+  libvirt_domain_type:
+    description:
+      - C(kvm), C(qemu) (emulation), or C(auto) - kvm where C(/dev/kvm) can be used. Default from
+        E(METAL3_LIBVIRT_DOMAIN_TYPE).
+    type: str
+    choices: [auto, kvm, qemu]
+    default: auto
+"""

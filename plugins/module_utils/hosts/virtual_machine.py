@@ -1,0 +1,434 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""The virtual-machine class of compute: what serves a HostClaim whose ``spec.kind`` is ``libvirt``.
+
+Upstream's hybrid-cluster design (metal3-docs, hostclaim-multitenancy-and-hybrid-clusters) gives a HostClaim a
+``kind`` - the technology that serves it, ``baremetal`` by default - and ``args`` that parameterise the compute
+resource, the way a PersistentVolumeClaim names its storage class. A claim of kind ``libvirt`` gets a disposable
+virtual machine, no Ironic involved: its size from ``spec.args`` (``cpus``, ``memory``, ``disk``, ``nics``), its
+disk a copy-on-write layer over the claim's image (fetched once per checksum and verified), its cloud-init data on
+an OpenStack config drive (ISO 9660, volume ``config-2``: ``openstack/latest/meta_data.json``, ``user_data``,
+``network_data.json``, as Ironic writes one), powered as ``poweredOn`` asks; deleted, disk and drive with it, on
+release. Where it is defined (the libvirt URI, the bridge its NICs join, the directory of its disks) is the
+controller's configuration (``LibvirtOptions``), never the tenant's.
+
+The hypervisor is reached through ``VirtualMachines``, so that the claim's flow (hosts/hostclaim.py) is tested
+against a fixture; ``LibvirtMachines`` drives libvirt with virsh and qemu-img.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from xml.sax.saxutils import escape, quoteattr
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Invalid, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.quantity import RULE, parse_quantity, whole
+
+BAREMETAL = "baremetal"
+LIBVIRT = "libvirt"
+KINDS = (BAREMETAL, LIBVIRT)
+# The claim's spec.args a libvirt machine reads, with their defaults.
+DEFAULT_ARGS = {"cpus": "1", "memory": "2Gi", "disk": "10Gi", "nics": "1"}
+MAX_NICS = 8
+# Our element in a domain's <metadata>: the claim that made it (a domain without it, or another claim's, is left
+# alone).
+METADATA_NAMESPACE = "https://metal3.baremetal/hostclaim"
+MIB = 1024 * 1024
+
+
+class MachineFailure(DomainError):
+    """The machine cannot be made as the claim asks (its image cannot be fetched or does not match its checksum,
+    its disk is smaller than the image): the claim says so until its spec changes."""
+
+
+@dataclass(frozen=True)
+class MachineSize:
+    cpus: int
+    memory_mib: int
+    disk_bytes: int
+    nics: int
+
+
+def claim_kind(claim: dict[str, Any]) -> str:
+    """The class of compute that serves the claim: ``spec.kind``, ``baremetal`` when none is given."""
+    return str((claim.get("spec") or {}).get("kind") or BAREMETAL)
+
+
+def args_problems(args: Any) -> list[tuple[str, str]]:
+    """What is wrong with a libvirt claim's spec.args, as (field, why)."""
+    if args is None:
+        return []
+    if not isinstance(args, dict):
+        return [("spec.args", "must be a mapping of strings")]
+    problems: list[tuple[str, str]] = []
+    for key in sorted(set(args) - set(DEFAULT_ARGS)):
+        problems.append((f"spec.args.{key}", f"unknown for kind {LIBVIRT} (known: {', '.join(DEFAULT_ARGS)})"))
+    for key in ("cpus", "nics"):
+        if key in args:
+            value = str(args[key])
+            if not value.isdigit() or not 1 <= int(value) <= (MAX_NICS if key == "nics" else 64):
+                limit = MAX_NICS if key == "nics" else 64
+                problems.append((f"spec.args.{key}", f"{value!r} is not a whole number from 1 to {limit}"))
+    for key, least in (("memory", 256 * MIB), ("disk", 1024 * MIB)):
+        if key in args:
+            amount = parse_quantity(str(args[key]))
+            if amount is None:
+                problems.append((f"spec.args.{key}", f"{args[key]!r} is not a quantity ({RULE})"))
+            elif whole(amount) < least:
+                problems.append((f"spec.args.{key}", f"{args[key]!r} is less than {least // MIB}Mi"))
+    return problems
+
+
+def machine_size(args: dict[str, Any] | None) -> MachineSize:
+    """The machine a claim's spec.args ask for; Invalid naming the first bad field."""
+    problems = args_problems(args)
+    if problems:
+        raise Invalid("; ".join(f"{field}: {why}" for field, why in problems))
+    given = {**DEFAULT_ARGS, **{k: str(v) for k, v in (args or {}).items()}}
+    memory, disk = parse_quantity(given["memory"]), parse_quantity(given["disk"])
+    assert memory is not None and disk is not None  # checked above
+    return MachineSize(int(given["cpus"]), whole(memory) // MIB, whole(disk), int(given["nics"]))
+
+
+def domain_name(namespace: str, name: str) -> str:
+    """The machine of claim ``namespace/name``: ``<namespace>.<name>`` (a namespace has no dot, so no two claims
+    share one), which is also a valid object name for what reads the claim's host."""
+    return f"{namespace}.{name}"
+
+
+def mac_addresses(claim_uid: str, count: int) -> list[str]:
+    """The machine's NICs' MAC addresses: locally administered, derived from the claim's uid, so that every
+    reconcile (and the HardwareData a data template reads before the machine exists) agrees on them."""
+    macs = []
+    for index in range(count):
+        digest = hashlib.sha256(f"{claim_uid}/{index}".encode()).digest()
+        macs.append("52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3]))
+    return macs
+
+
+def nic_name(index: int) -> str:
+    """The name the guest's kernel gives NIC ``index``: each NIC has its own PCI Express bus (1, 2, ...; the
+    domain pins them there), so systemd's predictable names are enp1s0, enp2s0, ..."""
+    return f"enp{index + 1}s0"
+
+
+def hardware(size: MachineSize, macs: list[str], hostname: str) -> dict[str, Any]:
+    """The machine's hardware in BareMetalHost status.hardware's shape, known before it exists: what its
+    HardwareData shows and a data template renders from (NICs by name and MAC)."""
+    return {"cpu": {"arch": "x86_64", "count": size.cpus, "model": "QEMU Virtual CPU"},
+            "ramMebibytes": size.memory_mib,
+            "nics": [{"name": nic_name(i), "mac": mac, "model": "virtio", "pxe": i == 0}
+                     for i, mac in enumerate(macs)],
+            "storage": [{"name": "/dev/vda", "sizeBytes": size.disk_bytes, "rotational": False,
+                         "type": "HDD", "model": "virtio"}],
+            "hostname": hostname,
+            "systemVendor": {"manufacturer": "QEMU", "productName": "libvirt virtual machine"}}
+
+
+@dataclass
+class VirtualMachine:
+    """A machine as the hypervisor shows it: its name, the uid of the claim that made it ('' when none did), and
+    whether it runs."""
+
+    name: str
+    owner: str
+    running: bool
+
+
+class VirtualMachines(Protocol):
+    """The hypervisor, as the claim's flow sees it. Unavailable when it does not answer."""
+
+    def get(self, name: str) -> VirtualMachine | None: ...
+
+    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
+               config_drive: dict[str, Any]) -> None: ...
+
+    def power(self, name: str, on: bool) -> None: ...
+
+    def reboot(self, name: str) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class LibvirtOptions:
+    """Where the class's machines live: libvirt's URI, the bridge every NIC joins, the directory of their disks,
+    config drives and serial logs (and the images they start from), and the domain type (``kvm``, ``qemu``, or
+    ``auto``: kvm where /dev/kvm can be used)."""
+
+    uri: str = "qemu:///system"
+    bridge: str = ""
+    storage_dir: str = ""
+    domain_type: str = "auto"
+    emulator: str = "/usr/bin/qemu-system-x86_64"
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> LibvirtOptions:
+        return cls(uri=params.get("libvirt_uri") or "qemu:///system", bridge=params.get("libvirt_bridge") or "",
+                   storage_dir=params.get("libvirt_storage_dir") or "",
+                   domain_type=params.get("libvirt_domain_type") or "auto")
+
+
+def libvirt_machines(params: dict[str, Any]) -> VirtualMachines | None:
+    """The hypervisor the module's libvirt options describe; None when they give no bridge (claims of kind
+    libvirt then say that this controller serves none)."""
+    options = LibvirtOptions.from_params(params)
+    return LibvirtMachines(options) if options.bridge or options.storage_dir else None
+
+
+class LibvirtMachines:
+    """VirtualMachines on libvirt (virsh) with disks made by qemu-img and config drives by genisoimage."""
+
+    def __init__(self, options: LibvirtOptions) -> None:
+        if not options.bridge:
+            raise Invalid("libvirt_bridge: required for HostClaims of kind libvirt (the bridge their NICs join)")
+        if not options.storage_dir:
+            raise Invalid("libvirt_storage_dir: required for HostClaims of kind libvirt (where their disks live)")
+        self.options = options
+        self.dir = Path(options.storage_dir)
+
+    # -- virsh -----------------------------------------------------------------------------------------------
+    def _virsh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        try:
+            done = subprocess.run(["virsh", "-q", "-c", self.options.uri, *argv], capture_output=True, text=True,
+                                  check=False, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise Unavailable(f"libvirt at {self.options.uri}: {e}") from None
+        if check and done.returncode != 0:
+            why = (done.stderr or done.stdout).strip()
+            if "failed to connect" in why.lower():
+                raise Unavailable(f"libvirt at {self.options.uri}: {why}")
+            raise MachineFailure(f"virsh {argv[0]} {argv[1] if len(argv) > 1 else ''}: {why}")
+        return done
+
+    def get(self, name: str) -> VirtualMachine | None:
+        done = self._virsh("dumpxml", name, check=False)
+        if done.returncode != 0:
+            if "failed to get domain" in done.stderr.lower() or "domain not found" in done.stderr.lower():
+                return None
+            self._virsh("uri")  # Unavailable when libvirt does not answer at all
+            raise MachineFailure(f"virsh dumpxml {name}: {done.stderr.strip()}")
+        owner = ElementTree.fromstring(done.stdout).find(f".//{{{METADATA_NAMESPACE}}}claim")
+        state = self._virsh("domstate", name).stdout.strip()
+        return VirtualMachine(name, owner.get("uid", "") if owner is not None else "", state == "running")
+
+    def power(self, name: str, on: bool) -> None:
+        machine = self.get(name)
+        if machine is None or machine.running == on:
+            return
+        self._virsh("start" if on else "destroy", name)
+
+    def reboot(self, name: str) -> None:
+        machine = self.get(name)
+        if machine is not None and machine.running:
+            self._virsh("reset", name)
+
+    def delete(self, name: str) -> None:
+        machine = self.get(name)
+        if machine is not None:
+            if machine.running:
+                self._virsh("destroy", name)
+            self._virsh("undefine", name)
+        for path in self._files(name).values():
+            path.unlink(missing_ok=True)
+
+    def _files(self, name: str) -> dict[str, Path]:
+        return {"disk": self.dir / f"{name}.qcow2", "config_drive": self.dir / f"{name}-config-2.iso",
+                "serial_log": self.dir / f"{name}.log"}
+
+    # -- create ----------------------------------------------------------------------------------------------
+    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
+               config_drive: dict[str, Any]) -> None:
+        """The machine defined (not started): its disk over the image, its config drive; a machine left
+        half-made by an interrupted create is made again."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        files = self._files(name)
+        base, image_format = self._image(image)
+        self._run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", image_format, "-b", str(base),
+                   str(files["disk"]), str(size.disk_bytes)], f"the disk of {name}")
+        write_config_drive(files["config_drive"], config_drive)
+        xml = domain_xml(name, owner, size, macs, files, self._domain_type(), self.options)
+        with tempfile.NamedTemporaryFile("w", suffix=".xml", dir=self.dir, delete=False) as f:
+            f.write(xml)
+        try:
+            self._virsh("define", f.name)
+        finally:
+            os.unlink(f.name)
+
+    def _domain_type(self) -> str:
+        if self.options.domain_type != "auto":
+            return self.options.domain_type
+        return "kvm" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "qemu"
+
+    @staticmethod
+    def _run(argv: list[str], what: str) -> None:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise MachineFailure(f"{what}: {argv[0]}: {e}") from None
+        if done.returncode != 0:
+            raise MachineFailure(f"{what}: {done.stderr.strip() or done.stdout.strip()}")
+
+    def _image(self, image: dict[str, Any]) -> tuple[Path, str]:
+        """The claim's image in the images directory, fetched once per checksum and verified; its format."""
+        url = str(image.get("url") or "")
+        image_format = str(image.get("format") or "qcow2")
+        if image_format not in ("qcow2", "raw"):
+            raise MachineFailure(f"spec.image.format: {image_format} is not one a virtual machine boots (qcow2, raw)")
+        _check_url(url, "spec.image.url")
+        algorithm, expected = checksum_of(image)
+        images = self.dir / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        path = images / f"{algorithm}-{expected}.{image_format}"
+        if path.exists():
+            return path, image_format
+        digest = hashlib.new(algorithm)
+        with tempfile.NamedTemporaryFile(dir=images, delete=False) as part:
+            try:
+                with _open(url, "spec.image.url") as answer:
+                    while chunk := answer.read(1 << 20):
+                        digest.update(chunk)
+                        part.write(chunk)
+            except BaseException:
+                os.unlink(part.name)
+                raise
+        if digest.hexdigest() != expected:
+            os.unlink(part.name)
+            raise MachineFailure(f"spec.image.checksum: {url} has {algorithm} {digest.hexdigest()}, not {expected}")
+        os.replace(part.name, path)
+        return path, image_format
+
+
+def _check_url(url: str, field: str) -> None:
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https", "file"):
+        raise MachineFailure(f"{field}: {url!r} is not an http, https or file URL")
+
+
+def _open(url: str, field: str) -> Any:
+    _check_url(url, field)
+    try:
+        return urllib.request.urlopen(url, timeout=60)  # noqa: S310 (the scheme is checked above)
+    except (OSError, ValueError) as e:
+        raise MachineFailure(f"{field}: {url}: {e}") from None
+
+
+HASH_LENGTHS = {32: "md5", 64: "sha256", 128: "sha512"}
+
+
+def checksum_of(image: dict[str, Any]) -> tuple[str, str]:
+    """The image's checksum algorithm and value: spec.image.checksum is the value or the URL of a checksum
+    file (its line naming the image, else its first), checksumType the algorithm or ``auto`` (by length)."""
+    checksum = str(image.get("checksum") or "")
+    if not checksum:
+        raise MachineFailure("spec.image.checksum: required for a virtual machine's image")
+    if "://" in checksum:
+        with _open(checksum, "spec.image.checksum") as answer:
+            lines = answer.read(1 << 20).decode(errors="replace").splitlines()
+        image_name = Path(urllib.parse.urlsplit(str(image.get("url") or "")).path).name
+        entries = [line.split() for line in lines if line.strip()]
+        named = [e for e in entries if len(e) > 1 and e[-1].lstrip("*") == image_name]
+        chosen = (named or entries or [[""]])[0][0]
+        checksum = chosen
+    checksum = checksum.lower()
+    kind = str(image.get("checksumType") or "auto")
+    algorithm = HASH_LENGTHS.get(len(checksum), "") if kind == "auto" else kind
+    if not algorithm or not re.fullmatch(r"[0-9a-f]+", checksum) or len(checksum) != {
+            "md5": 32, "sha256": 64, "sha512": 128}.get(algorithm):
+        raise MachineFailure(f"spec.image.checksum: {checksum!r} is not a {kind} checksum")
+    return algorithm, checksum
+
+
+def write_config_drive(path: Path, drive: dict[str, Any]) -> None:
+    """An OpenStack config drive at ``path``: ISO 9660 (Rock Ridge, Joliet) of volume ``config-2`` with
+    openstack/latest/meta_data.json, user_data (when given) and network_data.json (when given)."""
+    with tempfile.TemporaryDirectory() as root:
+        latest = Path(root, "openstack", "latest")
+        latest.mkdir(parents=True)
+        (latest / "meta_data.json").write_text(json.dumps(drive.get("meta_data") or {}))
+        if drive.get("user_data") is not None:
+            (latest / "user_data").write_text(str(drive["user_data"]))
+        if drive.get("network_data") is not None:
+            (latest / "network_data.json").write_text(json.dumps(drive["network_data"]))
+        tool = next((t for t in ("genisoimage", "mkisofs", "xorrisofs") if shutil.which(t)), None)
+        if tool is None:
+            raise MachineFailure("config drive: none of genisoimage, mkisofs, xorrisofs is installed")
+        LibvirtMachines._run([tool, "-quiet", "-o", str(path), "-V", "config-2", "-r", "-J", "-l", root],
+                             f"the config drive {path.name}")
+
+
+def domain_xml(name: str, owner: str, size: MachineSize, macs: list[str], files: dict[str, Path],
+               domain_type: str, options: LibvirtOptions) -> str:
+    """The domain: BIOS, q35; the disk, the config drive (a read-only CD-ROM), one virtio NIC per MAC on the
+    bridge, each pinned to its own PCI Express bus (so the guest names them as ``nic_name`` says); a serial log;
+    the QEMU guest agent's channel."""
+    nics = "".join(
+        f"""
+    <interface type='bridge'>
+      <mac address={quoteattr(mac)}/>
+      <source bridge={quoteattr(options.bridge)}/>
+      <model type='virtio'/>
+      <address type='pci' domain='0x0000' bus='0x{index + 1:02x}' slot='0x00' function='0x0'/>
+    </interface>""" for index, mac in enumerate(macs))
+    # One root port per NIC, on bus 0, so that NIC i is alone on bus i + 1.
+    ports = "".join(f"""
+    <controller type='pci' index='{index + 1}' model='pcie-root-port'/>""" for index in range(len(macs)))
+    cpu = """
+  <cpu mode='host-passthrough' check='none' migratable='off'>
+    <feature policy='disable' name='arch-capabilities'/>
+  </cpu>""" if domain_type == "kvm" else ""
+    return f"""<domain type={quoteattr(domain_type)}>
+  <name>{escape(name)}</name>
+  <metadata>
+    <metal3:claim xmlns:metal3={quoteattr(METADATA_NAMESPACE)} uid={quoteattr(owner)}/>
+  </metadata>
+  <memory unit='MiB'>{size.memory_mib}</memory>
+  <vcpu>{size.cpus}</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <boot dev='hd'/>
+  </os>
+  <features><acpi/><apic/></features>{cpu}
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>{escape(options.emulator)}</emulator>{ports}
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' discard='unmap'/>
+      <source file={quoteattr(str(files['disk']))}/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <driver name='qemu' type='raw'/>
+      <source file={quoteattr(str(files['config_drive']))}/>
+      <target dev='sda' bus='sata'/>
+      <readonly/>
+    </disk>{nics}
+    <serial type='file'>
+      <source path={quoteattr(str(files['serial_log']))} append='on'/>
+      <target port='0'/>
+    </serial>
+    <console type='file'>
+      <source path={quoteattr(str(files['serial_log']))} append='on'/>
+      <target type='serial' port='0'/>
+    </console>
+    <channel type='unix'>
+      <target type='virtio' name='org.qemu.guest_agent.0'/>
+    </channel>
+    <rng model='virtio'>
+      <backend model='random'>/dev/urandom</backend>
+    </rng>
+  </devices>
+</domain>
+"""
