@@ -2,6 +2,10 @@
 DHCP), inspected by the agent, provisioned by playbooks/lab-demo.yml with the seed's per-failure-domain bond +
 VLAN templates, and checked from inside each booted guest; then deprovisioned (cleaned) and deleted.
 
+The demo's cluster is hybrid: its control plane is the servers, its two workers virtual machines of the lab's
+libvirt (HostClaims of kind libvirt, one per failure domain), from the same data templates; inside each, cloud-init
+applied the network data on its config drive; scaled down, the machines are deleted with their disks.
+
 The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
 
 Beside the demo, at the same time, a third server becomes a metal-stack firewall (playbooks/lab-metal-stack.yml):
@@ -37,6 +41,7 @@ METAL_STACK_PLAYBOOK = REPO / "playbooks" / "lab-metal-stack.yml"
 BASE = REPO / "build" / "lab-provisioning"
 NETNS = "metal3-lab-prov"
 # One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
+VM_WORKERS = 2
 DEMO_SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
                 {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
 # The metal-stack firewall's server (IPMI and PXE), which the demo leaves alone.
@@ -57,7 +62,8 @@ LAB_HOST = "172.22.0.1"
 def demo(images: Path, state: str = "present") -> str:
     run = ansible_playbook(DEMO_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images),
                                            "lab_state": state, "lab_wait_timeout": 3000,
-                                           "lab_demo_excluded_servers": [FIREWALL_SERVER]},
+                                           "lab_demo_excluded_servers": [FIREWALL_SERVER],
+                                           "lab_vm_workers": VM_WORKERS, "lab_bridge": LAB["virtual_lab_bridge"]},
                            timeout=4000, netns=NETNS)
     assert run.ok, run.output[-8000:]
     return run.output
@@ -102,8 +108,10 @@ def ironic_nodes() -> list[str]:
 
 
 def domain_state(name: str) -> str:
-    return subprocess.run(["virsh", "-c", guest.LIBVIRT_URI, "domstate", name], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    """The domain's state; '' when there is no such domain."""
+    done = subprocess.run(["virsh", "-c", guest.LIBVIRT_URI, "domstate", name], capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 @pytest.mark.virtual_lab
@@ -147,20 +155,38 @@ def provision_check_and_release(images: Path) -> None:
     assert "Seen from inside the guests" in output
 
     machines = stored("Metal3Machine")
-    assert len(machines) == len(DEMO_SERVERS)
-    for machine in machines.values():
-        host_name = machine["metadata"]["annotations"]["metal3.io/BareMetalHost"].split("/")[-1]
-        domain = hosts[host_name]["metadata"]["labels"]["infrastructure.cluster.x-k8s.io/failure-domain"]
+    assert len(machines) == len(DEMO_SERVERS) + VM_WORKERS
+    on_vms = {name: m for name, m in machines.items() if m["spec"].get("kind") == "libvirt"}
+    assert len(on_vms) == VM_WORKERS and {m["spec"]["failureDomain"] for m in on_vms.values()} == {"az-a", "az-b"}
+    assert all(name.startswith("my-cluster-workers-") for name in on_vms)
+    # The table says which class serves each machine.
+    for name in machines:
+        assert re.search(rf"^{name}\s+{'libvirt' if name in on_vms else 'baremetal'}\s", output, re.MULTILINE), \
+            output[-3000:]
+    hardware_data = stored("HardwareData")
+    for name, machine in machines.items():
+        if name in on_vms:  # a virtual machine of its own, named after its HostClaim
+            host_name = f"{machine['metadata']['namespace']}.{name}"
+            domain = machine["spec"]["failureDomain"]
+            nics_seen = hardware_data[name]["spec"]["hardware"]["nics"]
+            hostname = name  # meta_data's local-hostname: the claim's name
+            assert stored("HostClaim")[name]["status"]["virtualMachine"]["name"] == host_name
+            assert domain_state(host_name) == "running"
+        else:
+            host_name = machine["metadata"]["annotations"]["metal3.io/BareMetalHost"].split("/")[-1]
+            domain = hosts[host_name]["metadata"]["labels"]["infrastructure.cluster.x-k8s.io/failure-domain"]
+            nics_seen = [nic for nic in hosts[host_name]["status"]["hardware"]["nics"]
+                         if nic["mac"] in servers[host_name]["macs"]]
+            hostname = host_name  # meta_data's local-hostname: the host's name
         # The rendered networks' addresses (the NICs' own, seen by the agent while it ran, come after them).
-        inspected = {nic.get("ip") for nic in hosts[host_name]["status"]["hardware"]["nics"]}
+        inspected = {nic.get("ip") for nic in nics_seen}
         addresses = sorted(a["address"] for a in machine["status"]["addresses"]
                            if a["type"] == "InternalIP" and a["address"] not in inspected)
-        guest.wait_for_agent(host_name, 600)
+        guest.wait_for_agent(host_name, 900)
         seen = guest.network(host_name)
-        assert seen.hostname == host_name  # meta_data's local-hostname
+        assert seen.hostname == hostname
         # One bond of the two NICs (cloud-init names bonds bond0, bond1... in its own order, not by the link id).
-        nics = sorted(nic["name"] for nic in hosts[host_name]["status"]["hardware"]["nics"]
-                      if nic["mac"] in servers[host_name]["macs"])
+        nics = sorted(nic["name"] for nic in nics_seen)
         assert sorted(sorted(members) for members in seen.bonds.values()) == [nics]
         vlan_ids = {"az-a": (".11", ".12"), "az-b": (".21", ".22")}[domain]
         on_vlans = [address.split("/")[0] for name, held in seen.addresses.items() if name.endswith(vlan_ids)
@@ -196,6 +222,11 @@ def provision_check_and_release(images: Path) -> None:
     assert stored("BareMetalHost") == {}
     assert ironic_nodes() == []
     assert {domain_state(name) for name in servers} == {"shut off"}
+    # The workers' virtual machines are gone, with their disks and config drives (the images they started from
+    # stay, for the next ones).
+    assert {domain_state(f"metal3.{name}") for name in on_vms} == {""}
+    assert stored("HostClaim") == {} and stored("HardwareData") == {}
+    assert sorted(p.name for p in (BASE / "vms").iterdir()) == ["images"]
 
 
 def check_firewall(server: dict[str, Any], output: str) -> None:
