@@ -337,7 +337,7 @@ def _has_status(graph: _Graph, obj: Object) -> bool:
     return bool(graph.infos[_key(obj)[:2]].status_subresource)
 
 
-def _identities(target: Store, graph: _Graph, keys: list[Key], namespace: str,
+def _identities(target: Store, graph: _Graph, target_graph: _Graph, keys: list[Key], namespace: str,
                 claims_identity_ref: str | None) -> dict[Key, dict[str, str] | None]:
     """How each bound HostClaim reaches its host once moved (its hosts stay where they are): the host is the
     target's (None: no identityRef), else through the Secret ``claims_identity_ref`` names in the target, else
@@ -352,7 +352,7 @@ def _identities(target: Store, graph: _Graph, keys: list[Key], namespace: str,
         if target.get_if_exists(Ref(bmh.API, bmh.KIND, bound["name"], bound["namespace"])) is not None:
             identities[key] = None  # back with its hosts
         elif claims_identity_ref:
-            if target.get_if_exists(Ref("v1", "Secret", claims_identity_ref, namespace)) is None:
+            if ("", "Secret", claims_identity_ref) not in target_graph.objects:
                 raise MoveRefused(f"claims_identity_ref: Secret {namespace}/{claims_identity_ref} not found in the "
                                   "target; it holds the kubeconfig by which moved HostClaims reach their hosts")
             identities[key] = {"name": claims_identity_ref}
@@ -363,8 +363,7 @@ def _identities(target: Store, graph: _Graph, keys: list[Key], namespace: str,
     return identities
 
 
-def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespace: str,
-           cluster: str) -> None:
+def _check(graph: _Graph, target_graph: _Graph, keys: list[Key], namespace: str, cluster: str) -> None:
     """Refuse, before anything is written, a move that cannot be made."""
     for key in keys:
         obj = graph.objects[key]
@@ -373,13 +372,21 @@ def _check(source: Store, target: Store, graph: _Graph, keys: list[Key], namespa
             if state not in STEADY_HOST_STATES or obj["metadata"].get("deletionTimestamp"):
                 raise MoveRefused(f"{_ref(obj)}: is {state or 'not registered'}, not in a steady state "
                                   f"({', '.join(sorted(STEADY_HOST_STATES))}); move the cluster once it is")
-        there = target.get_if_exists(_ref(obj))
+        there = target_graph.objects.get(key)
         if there is not None and _annotations(there).get(SOURCE_UID_ANNOTATION) != obj["metadata"]["uid"]:
             raise MoveRefused(f"{_ref(obj)}: exists in the target and was not moved there from this source "
                               f"object (uid {obj['metadata']['uid']}); it is left alone, and nothing was moved")
-    moved = [o for k, o in _Graph(target, namespace, False, CLUSTER_KINDS).objects.items() if k[2] == cluster]
+    moved = [o for k, o in target_graph.objects.items() if k[:2] in CLUSTER_KINDS and k[2] == cluster]
     if not keys and not any(SOURCE_UID_ANNOTATION in _annotations(o) for o in moved):
         raise MoveRefused(f"Cluster {namespace}/{cluster}: not found in the source (nor moved to the target)")
+
+
+def _moving(target_graph: _Graph, cluster: str) -> list[Object]:
+    """The target's objects of the cluster's move (still paused for it), in the order a list of the target gives
+    them: WORKLOAD_KINDS' order, then by name."""
+    rank = {kind: i for i, kind in enumerate(target_graph.infos)}
+    return [target_graph.objects[k] for k in sorted(target_graph.objects, key=lambda k: (rank[k[:2]], k[2]))
+            if _annotations(target_graph.objects[k]).get(MOVING_ANNOTATION) == cluster]
 
 
 def move_cluster(source: Store, target: Store, cluster: str, namespace: str, include_hosts: bool = False,
@@ -395,14 +402,14 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
         _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else []
     if claims_identity_ref:
         check_name(claims_identity_ref, "claims_identity_ref")
-    _check(source, target, graph, keys, namespace, cluster)
-    identities = _identities(target, graph, keys, namespace, claims_identity_ref)
+    # The target's side of the move, listed once: kept up to date below with what this run writes there.
+    target_graph = _Graph(target, namespace, include_hosts)
+    _check(graph, target_graph, keys, namespace, cluster)
+    identities = _identities(target, graph, target_graph, keys, namespace, claims_identity_ref)
     moved = [_describe(k, namespace) for k in keys]
     objects = [graph.objects[k] for k in keys]
-    target_graph = _Graph(target, namespace, include_hosts)
-    to_unpause = [o for o in target_graph.objects.values() if _annotations(o).get(MOVING_ANNOTATION) == cluster]
     if dry_run:
-        return MoveResult(None, bool(objects or to_unpause), None,
+        return MoveResult(None, bool(objects or _moving(target_graph, cluster)), None,
                           f"would move {len(objects)} objects" if objects else "nothing to move", moved=moved)
     changed = False
     # 1. pause in the source
@@ -414,7 +421,7 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
     # 2. create in the target, owners first, then the status
     uids: dict[str, str] = {}
     for obj in objects:
-        there = target.get_if_exists(_ref(obj))
+        there = target_graph.objects.get(_key(obj))
         if there is None:
             there = target.create(_target_object(obj, uids, _has_status(graph, obj),
                                                  identities.get(_key(obj), False)))
@@ -423,6 +430,7 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
         if _has_status(graph, obj) and obj.get("status") and there.get("status") != obj["status"]:
             there = target.update_status({**there, "status": clone(obj["status"])})
             changed = True
+        target_graph.objects[_key(obj)] = there
     # 3. delete from the source, dependents first, without finalizers: no reconcile acts on the deletion
     for obj in reversed(objects):
         try:
@@ -432,11 +440,9 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
         except NotFound:
             pass
         changed = True
-    # 4. unpause in the target what the move paused
-    if objects:  # what the target holds of the move now: a run after a crash may have deleted some sources already
-        to_unpause = [o for o in _Graph(target, namespace, include_hosts).objects.values()
-                      if _annotations(o).get(MOVING_ANNOTATION) == cluster]
-    for obj in to_unpause:
+    # 4. unpause in the target what the move paused: all the target holds of the move (the graph as step 2 left
+    # it), not only what this run found in the source: a run after a crash may have deleted some sources already
+    for obj in _moving(target_graph, cluster):
         patch = _unpause_patch(obj)
         if patch is not None:
             target.patch(_ref(obj), patch)
