@@ -11,11 +11,12 @@ key, a token file) and no command (``exec`` or ``auth-provider`` plugins) is eve
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Unavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.delegating import DelegatingStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 
@@ -25,6 +26,8 @@ try:
     HAS_YAML = True
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     HAS_YAML = False
+
+T = TypeVar("T")
 
 KUBECONFIG_KEY = "kubeconfig"
 # What a kubeconfig from a Secret may say, by section: inline credentials and where the cluster is.
@@ -86,52 +89,24 @@ def _entries(items: Any, section: str) -> Iterable[dict[str, Any]]:
             yield body
 
 
-class RemoteHosts(Store):
+class RemoteHosts(DelegatingStore):
     """The store of a claim's hosts when they are elsewhere: each call that does not reach it is
     HostsUnreachable, so that the claim says so and keeps everything it has."""
 
     def __init__(self, inner: Store) -> None:
-        self.inner = inner
-        self.backend = inner.backend
+        super().__init__(inner)
+        self.follows = False  # no live view of another cluster's hosts: read through the store
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
-            return getattr(self.inner, method)(*args, **kwargs)
+            return super()._call(call, *args, **kwargs)
         except HostsUnreachable:
             raise
         except Unavailable as e:
             raise HostsUnreachable(str(e)) from None
 
-    def get(self, ref: Ref) -> Object:
-        return self._call("get", ref)  # type: ignore[no-any-return]
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | Iterable[str] | None = None) -> list[Object]:
-        return self._call("list", api_version, kind, namespace, label_selector)  # type: ignore[no-any-return]
-
-    def create(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._call("create", obj, dry_run=dry_run)  # type: ignore[no-any-return]
-
-    def update(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._call("update", obj, dry_run=dry_run)  # type: ignore[no-any-return]
-
-    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
-        return self._call("update_status", obj, dry_run=dry_run)  # type: ignore[no-any-return]
-
-    def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._call("patch", ref, patch, dry_run=dry_run)  # type: ignore[no-any-return]
-
-    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self._call("patch_status", ref, patch, dry_run=dry_run)  # type: ignore[no-any-return]
-
-    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
-        return self._call("delete", ref, dry_run=dry_run)  # type: ignore[no-any-return]
-
     def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
         return None
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def open_remote_hosts(store: Store, claim: Object) -> RemoteHosts:

@@ -14,7 +14,7 @@ admitted, and the write still lands as an unconditional one would.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission import admit, rule_for
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
@@ -27,29 +27,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.delegating import DelegatingStore
 
 
-class AdmittedStore(Store):
-    def __init__(self, inner: Store) -> None:
-        self.inner = inner
-        self.backend = inner.backend
-        self.follows = inner.follows
-
+class AdmittedStore(DelegatingStore):
     def __getattr__(self, name: str) -> Any:  # the backend's own attributes (its path, its host)
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
-
-    def get(self, ref: Ref) -> Object:
-        return self.inner.get(ref)
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | Iterable[str] | None = None) -> list[Object]:
-        return self.inner.list(api_version, kind, namespace, label_selector)
-
-    def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
-        return self.inner.follow(api_version, kind, namespace, label_selector)
 
     def create(self, obj: Object, dry_run: bool = False) -> Object:
         if isinstance(obj, dict) and rule_for(str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")):
@@ -93,18 +78,6 @@ class AdmittedStore(Store):
         if pinned:  # the caller's own precondition: its Conflict is the caller's to handle
             return write(self.inner.get(ref))
         return retry_on_conflict(lambda: write(self.inner.get(ref)))
-
-    def update_status(self, obj: Object, dry_run: bool = False) -> Object:
-        return self.inner.update_status(obj, dry_run=dry_run)
-
-    def patch_status(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
-        return self.inner.patch_status(ref, patch, dry_run=dry_run)
-
-    def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
-        return self.inner.delete(ref, dry_run=dry_run)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def admitted(store: Store) -> Store:
