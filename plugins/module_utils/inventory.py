@@ -21,10 +21,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     HOST_ANNOTATION,
     HOST_CLAIM_ANNOTATION,
     INFRA_API,
-    PAUSED_ANNOTATION,
     owner_named,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import CONTROL_PLANE_LABEL
+from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Forbidden, Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, split_reference
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
@@ -54,8 +54,8 @@ RUNNING_STATES = (PROVISIONED, EXTERNALLY_PROVISIONED)
 # (apiVersion, kind) of everything read: the three kinds hosts come from, and what their facts are read from.
 MACHINE, CLAIM, HOST = (INFRA_API, "Metal3Machine"), (BMH_API, "HostClaim"), (BMH_API, "BareMetalHost")
 SOURCES = (MACHINE, CLAIM, HOST)
-FACTS = ((CAPI_API, "Machine"), (INFRA_API, "Metal3Data"), (INFRA_API, "Metal3DataTemplate"),
-         (IPAM_API, "IPAddress"))
+FACTS = ((CAPI_API, "Cluster"), (CAPI_API, "Machine"), (INFRA_API, "Metal3Data"),
+         (INFRA_API, "Metal3DataTemplate"), (IPAM_API, "IPAddress"))
 
 Objects = Mapping[str, list[Object]]  # kind -> the objects of that kind read
 
@@ -188,6 +188,8 @@ class _Facts:
     """Indexes of what the records read besides their own object."""
 
     def __init__(self, objects: Objects):
+        self.clusters = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c
+                         for c in objects.get("Cluster", [])}
         self.machines = {(m["metadata"].get("namespace"), m["metadata"]["name"]): m
                          for m in objects.get("Machine", [])}
         self.data = {(d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in objects.get("Metal3Data", [])}
@@ -231,8 +233,9 @@ class _Facts:
         cluster = labels.get(CLUSTER_NAME_LABEL) or ((machine or {}).get("spec") or {}).get("clusterName", "")
         failure_domain = spec.get("failureDomain") or ((machine or {}).get("spec") or {}).get("failureDomain", "")
         data_name = (status.get("renderedData") or {}).get("name")
-        variables = _variables(m3m, host, failure_domain, _machine_state(m3m, host), spec.get("providerID", ""),
-                               cluster, role, status.get("addresses") or [], self._networks(namespace, data_name))
+        state = _machine_state(m3m, self.clusters.get((namespace, cluster)), host)
+        variables = _variables(m3m, host, failure_domain, state, spec.get("providerID", ""), cluster, role,
+                               status.get("addresses") or [], self._networks(namespace, data_name))
         variables["metal3_ready"] = bool((status.get("initialization") or {}).get("provisioned"))
         return HostRecord(m3m["metadata"]["name"], variables, _groups(variables)), m3m
 
@@ -297,11 +300,12 @@ def _template_networks(template: Object | None) -> list[tuple[str, str]]:
     return found
 
 
-def _machine_state(m3m: Object, host: str) -> str:
-    """A Metal3Machine's phase as the metal3machine module names it, read from the stored object."""
+def _machine_state(m3m: Object, cluster: Object | None, host: str) -> str:
+    """A Metal3Machine's phase as the metal3machine module names it, read from the stored object and its Cluster
+    (when listed: its spec.paused pauses the machine)."""
     if m3m["metadata"].get("deletionTimestamp"):
         return "deleting"
-    if PAUSED_ANNOTATION in _annotations(m3m):
+    if pause.paused(m3m, cluster):
         return "paused"
     if ((m3m.get("status") or {}).get("initialization") or {}).get("provisioned"):
         return "provisioned"

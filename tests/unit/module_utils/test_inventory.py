@@ -217,6 +217,19 @@ def test_a_machine_state_is_its_phase(change, state):
     assert f"state_{state}" in record.groups
 
 
+@pytest.mark.parametrize("paused,state", [(True, "paused"), (False, "provisioned")], ids=["paused", "running"])
+def test_a_machine_of_a_paused_cluster_is_paused(paused, state):
+    objects = demo()
+    objects["Cluster"] = [{"apiVersion": CAPI, "kind": "Cluster", "metadata": meta("my-cluster"),
+                           "spec": {"paused": paused}}]
+    records = by_name(host_records(objects))
+    machines = [r for r in records.values() if r.variables["metal3_kind"] == "Metal3Machine"]
+    assert len(machines) == 5  # controlplane-2's cluster is its Machine's label: it is paused with the rest
+    for record in machines:
+        assert record.variables["metal3_state"] == state and f"state_{state}" in record.groups
+    assert records["web-0"].variables["metal3_state"] == "provisioned"  # a claim of no cluster
+
+
 class FakeStore:
     """list() of a store whose cluster lacks some kinds or may not list them."""
 
