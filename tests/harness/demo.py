@@ -1,12 +1,24 @@
-"""The demo's manifests for tests that share one Ironic: each host with MAC addresses of its own."""
+"""The demo's manifests for tests that share one Ironic: each host with MAC addresses of its own; its hosts
+settled and its machines made and provisioned, as the tests of the machines' flow need them."""
 from __future__ import annotations
 
 import copy
 import json
 import uuid
-from typing import Any
+from typing import Any, Callable, Iterable
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import MachineResult
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
+    MachineSet,
+    converge,
+    ensure_machines,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from tests.harness.operator_process import REPO
 
 DEMO = REPO / "playbooks" / "files" / "demo"
@@ -37,3 +49,34 @@ def demo_objects(ns: str, hosts: int,
                 obj["spec"]["bootMACAddress"] = details["nics"][0]["mac"]
             objects.append(obj)
     return objects
+
+
+def settle_demo_hosts(open_store: Callable[[], Store], ironic: IronicOptions, ns: str,
+                      objects: Iterable[Object]) -> None:
+    """``objects`` (the demo's) created in ``ns``, and its BareMetalHosts reconciled on Ironic until settled."""
+    with open_store() as store:
+        for obj in objects:
+            store.create(obj)
+        hosts = [Ref.of(h) for h in store.list(BMH_API, "BareMetalHost", ns)]
+    results = reconcile_hosts(open_store, ironic, hosts, ("settled",), 120)
+    assert all(reached for _step, reached in results), [step.summary() for step, _reached in results]
+
+
+def ensure_demo_machines(store: Store, ns: str, control_plane: int = 3, workers: int = 2) -> None:
+    """The demo cluster's two machine sets in ``ns``: ``control_plane`` machines cp-<i> (template
+    my-cluster-controlplane, control-plane failure domains) and ``workers`` machines wk-<i> (my-cluster-workers),
+    with the demo's user data; 0 deletes them."""
+    ensure_machines(store, MachineSet("cp", ns, "my-cluster", "my-cluster-controlplane", control_plane, True,
+                                      "my-cluster-userdata"))
+    ensure_machines(store, MachineSet("wk", ns, "my-cluster", "my-cluster-workers", workers, False,
+                                      "my-cluster-userdata"))
+
+
+def provision_demo_machines(open_store: Callable[[], Store], ironic: IronicOptions, ns: str) -> list[MachineResult]:
+    """The demo's machines (ensure_demo_machines) made in ``ns`` on its settled hosts and converged until every one
+    is ready; the converge's last steps."""
+    with open_store() as store:
+        ensure_demo_machines(store, ns)
+    steps, ready = converge(open_store, ironic, ns, None, ("ready",), 300)
+    assert ready, [s.summary() for s in steps]
+    return steps

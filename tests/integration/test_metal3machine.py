@@ -9,16 +9,12 @@ import pytest
 import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API
-from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
-    MachineSet,
-    converge,
-    ensure_machines,
-)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.demo import ensure_demo_machines, provision_demo_machines, settle_demo_hosts
 from tests.integration.playbook_runs import REPO
 
 DEMO = REPO / "playbooks" / "files" / "demo"
@@ -86,29 +82,20 @@ def lab(tmp_path: Path, ironic, monkeypatch, request):
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     path = str(tmp_path / "store.db")
-    with LocalStore(path) as store:
-        for manifest in ("hosts.yaml", "cluster.yaml"):
-            for obj in load_definitions(src=str(DEMO / manifest)):
-                obj = at_version(obj, request.param)
-                obj["metadata"]["namespace"] = NS
-                obj["metadata"]["name"] = obj["metadata"]["name"]
-                store.create(obj)
-        hosts = [Ref.of(h) for h in store.list("metal3.io/v1alpha1", "BareMetalHost", NS)]
+    objects = []
+    for manifest in ("hosts.yaml", "cluster.yaml"):
+        for obj in load_definitions(src=str(DEMO / manifest)):
+            obj = at_version(obj, request.param)
+            obj["metadata"]["namespace"] = NS
+            objects.append(obj)
     options = IronicOptions(cloud=ironic.cloud)
-    results = reconcile_hosts(lambda: LocalStore(path), options, hosts, ("settled",), 120)
-    assert all(reached for _step, reached in results), results
+    settle_demo_hosts(lambda: LocalStore(path), options, NS, objects)
     return path, options
 
 
 def test_machines_spread_claim_render_provision_and_release(lab):
     path, options = lab
-    with LocalStore(path) as store:
-        ensure_machines(store, MachineSet("cp", NS, "my-cluster", "my-cluster-controlplane", 3, True,
-                                          "my-cluster-userdata"))
-        ensure_machines(store, MachineSet("wk", NS, "my-cluster", "my-cluster-workers", 2, False,
-                                          "my-cluster-userdata"))
-    steps, ready = converge(lambda: LocalStore(path), options, NS, None, ("ready",), 300)
-    assert ready, [s.summary() for s in steps]
+    steps = provision_demo_machines(lambda: LocalStore(path), options, NS)
     machines = {s.summary()["name"]: s.summary() for s in steps}
     assert sorted(m["failure_domain"] for n, m in machines.items() if n.startswith("cp")) == ["az-a", "az-a", "az-b"]
     assert len({m["host"] for m in machines.values()}) == 5  # five machines, five hosts
@@ -130,8 +117,7 @@ def test_machines_spread_claim_render_provision_and_release(lab):
     assert ready and not any(s.changed for s in again)
 
     with LocalStore(path) as store:
-        ensure_machines(store, MachineSet("cp", NS, "my-cluster", "my-cluster-controlplane", 0, True))
-        ensure_machines(store, MachineSet("wk", NS, "my-cluster", "my-cluster-workers", 0))
+        ensure_demo_machines(store, NS, control_plane=0, workers=0)
     steps, gone = converge(lambda: LocalStore(path), options, NS, None, ("deleted",), 300)
     assert gone, [s.summary() for s in steps]
     with LocalStore(path) as store:

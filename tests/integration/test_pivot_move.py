@@ -9,14 +9,9 @@ import pytest
 from kubernetes import client
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import CAPI_API, INFRA_API
-from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import (
-    MachineSet,
-    converge,
-    ensure_machines,
-)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
     HOSTS_REACHABLE,
     reconcile_host_claim,
@@ -29,7 +24,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import
     move_cluster,
 )
 from tests.harness.crashing_store import Crash, CrashingStore
-from tests.harness.demo import demo_objects
+from tests.harness.demo import demo_objects, provision_demo_machines, settle_demo_hosts
 from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
 
 IPAM = "ipam.metal3.io/v1alpha1"
@@ -66,20 +61,10 @@ def demo(tmp_path: Path, ironic, monkeypatch, kube_namespace):
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     options = {"backend": "local", "store_path": str(tmp_path / "store.db")}
-    with open_store(options) as store:
-        for obj in demo_objects(kube_namespace, 6):  # MAC addresses of their own: the session's Ironic is shared
-            store.create(obj)
-        host_refs = [Ref.of(h) for h in store.list(*HOSTS, kube_namespace)]
     ironic_options = IronicOptions(cloud=ironic.cloud)
-    results = reconcile_hosts(lambda: open_store(options), ironic_options, host_refs, ("settled",), 120)
-    assert all(reached for _step, reached in results), results
-    with open_store(options) as store:
-        ensure_machines(store, MachineSet("cp", kube_namespace, "my-cluster", "my-cluster-controlplane", 3, True,
-                                          "my-cluster-userdata"))
-        ensure_machines(store, MachineSet("wk", kube_namespace, "my-cluster", "my-cluster-workers", 2, False,
-                                          "my-cluster-userdata"))
-    steps, ready = converge(lambda: open_store(options), ironic_options, kube_namespace, None, ("ready",), 300)
-    assert ready, [s.summary() for s in steps]
+    # MAC addresses of their own: the session's Ironic is shared
+    settle_demo_hosts(lambda: open_store(options), ironic_options, kube_namespace, demo_objects(kube_namespace, 6))
+    provision_demo_machines(lambda: open_store(options), ironic_options, kube_namespace)
     return options, ironic_options
 
 
