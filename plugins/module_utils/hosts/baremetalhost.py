@@ -477,8 +477,7 @@ class _Reconcile:
         if "networkData" not in values:
             raise HostFailure(REGISTRATION_ERROR, f"{field}: secret {self.ref.namespace}/{name} has no 'networkData' "
                                                   "key", retry=False)
-        return _mapping(values["networkData"], f"{field}: secret {self.ref.namespace}/{name}",
-                             REGISTRATION_ERROR)
+        return _mapping(values["networkData"], f"{field}: secret {self.ref.namespace}/{name}", REGISTRATION_ERROR)
 
     # -- the provisioner's operations, as the states use them ---------------------------------------------
     def _register(self) -> Action | None:

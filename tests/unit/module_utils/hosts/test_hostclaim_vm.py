@@ -15,8 +15,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_mac
     hardware,
     mac_addresses,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.fixture_machines import FixtureMachines, Made
-from tests.unit.module_utils.hosts.test_hostclaim import IMAGE, TENANT, claim, condition, secret, store  # noqa: F401
+from tests.unit.module_utils.hosts.test_hostclaim import IMAGE, TENANT, claim, condition, secret
 
 API = "metal3.io/v1alpha1"
 MACHINE = f"{TENANT}.vm-0"
@@ -25,23 +26,29 @@ NETWORK = {"links": [{"id": "nic0", "type": "phy", "ethernet_mac_address": "52:5
 
 
 @pytest.fixture
+def store(tmp_path):
+    with LocalStore(str(tmp_path / "store.db")) as opened:
+        yield opened
+
+
+@pytest.fixture
 def machines():
     return FixtureMachines()
 
 
-def step(store, ref, machines, times=1):  # noqa: F811
-    for _ in range(times):
+def step(store, ref, machines, times=1):
+    for _time in range(times):
         result = hc.reconcile_host_claim(store, ref, machines=machines)
     return result
 
 
-def vm_claim(store, name="vm-0", **spec):  # noqa: F811
+def vm_claim(store, name="vm-0", **spec):
     return claim(store, name, kind="libvirt", args={"cpus": "2", "memory": "1Gi", "disk": "4Gi", "nics": "2"},
                  **spec)
 
 
 def test_a_claim_without_an_image_is_bound_to_its_machine_with_hardware_data_before_the_machine_exists(
-        store, machines):  # noqa: F811
+        store, machines):
     ref = vm_claim(store, failureDomain="az-b")
     result = step(store, ref, machines)
     obj = store.get(ref)
@@ -62,7 +69,7 @@ def test_a_claim_without_an_image_is_bound_to_its_machine_with_hardware_data_bef
     assert [nic["name"] for nic in view["status"]["hardware"]["nics"]] == ["enp1s0", "enp2s0"]
 
 
-def test_an_image_makes_the_machine_from_the_claims_own_secrets_and_powers_it_on(store, machines):  # noqa: F811
+def test_an_image_makes_the_machine_from_the_claims_own_secrets_and_powers_it_on(store, machines):
     secret(store, "user-data", value="#cloud-config\n")
     secret(store, "network-data", networkData=json.dumps(NETWORK))
     secret(store, "meta-data", metaData="local-hostname: vm-zero\n")
@@ -71,8 +78,8 @@ def test_an_image_makes_the_machine_from_the_claims_own_secrets_and_powers_it_on
     result = step(store, ref, machines)
     made = machines.machines[MACHINE]
     uid = store.get(ref)["metadata"]["uid"]
-    assert (made.owner, made.size, made.image, made.running) == (uid, MachineSize(2, 1024, 4 * 1024 ** 3, 2), IMAGE,
-                                                                  True)
+    wanted = (uid, MachineSize(2, 1024, 4 * 1024 ** 3, 2), IMAGE, True)
+    assert (made.owner, made.size, made.image, made.running) == wanted
     assert made.macs == mac_addresses(uid, 2)
     assert made.config_drive["user_data"] == "#cloud-config\n"
     assert made.config_drive["network_data"] == NETWORK
@@ -89,7 +96,7 @@ def test_an_image_makes_the_machine_from_the_claims_own_secrets_and_powers_it_on
     assert (again.changed, machines.writes()) == (False, writes)
 
 
-def test_power_follows_powered_on_and_a_reboot_request_is_one_reboot(store, machines):  # noqa: F811
+def test_power_follows_powered_on_and_a_reboot_request_is_one_reboot(store, machines):
     ref = vm_claim(store, image=IMAGE)
     step(store, ref, machines)
     store.patch(ref, {"spec": {"poweredOn": False}})
@@ -102,7 +109,7 @@ def test_power_follows_powered_on_and_a_reboot_request_is_one_reboot(store, mach
     assert "reboot.metal3.io" not in (store.get(ref)["metadata"].get("annotations") or {})
 
 
-def test_release_deletes_the_machine_and_the_hardware_data(store, machines):  # noqa: F811
+def test_release_deletes_the_machine_and_the_hardware_data(store, machines):
     ref = vm_claim(store, image=IMAGE)
     step(store, ref, machines)
     store.delete(ref)
@@ -113,7 +120,7 @@ def test_release_deletes_the_machine_and_the_hardware_data(store, machines):  # 
     assert store.get_if_exists(Ref(API, "HardwareData", "vm-0", TENANT)) is None
 
 
-def test_a_machine_of_that_name_made_by_someone_else_is_left_alone(store, machines):  # noqa: F811
+def test_a_machine_of_that_name_made_by_someone_else_is_left_alone(store, machines):
     machines.machines[MACHINE] = Made("another-uid", MachineSize(1, 512, 1 << 30, 1), [], {}, {}, running=True)
     ref = vm_claim(store, image=IMAGE)
     result = step(store, ref, machines)
@@ -125,7 +132,7 @@ def test_a_machine_of_that_name_made_by_someone_else_is_left_alone(store, machin
     assert machines.writes() == []
 
 
-def test_a_secret_that_is_missing_stops_the_claim_naming_the_field(store, machines):  # noqa: F811
+def test_a_secret_that_is_missing_stops_the_claim_naming_the_field(store, machines):
     ref = vm_claim(store, image=IMAGE, userData={"name": "nowhere"})
     result = step(store, ref, machines)
     assert result.error == f"spec.userData: Secret {TENANT}/nowhere not found"
@@ -133,14 +140,14 @@ def test_a_secret_that_is_missing_stops_the_claim_naming_the_field(store, machin
     assert condition(store.get(ref), "Ready")["reason"] == "VirtualMachineFailed"
 
 
-def test_a_controller_without_libvirt_says_it_serves_no_such_claims(store):  # noqa: F811
+def test_a_controller_without_libvirt_says_it_serves_no_such_claims(store):
     ref = vm_claim(store)
     result = step(store, ref, None)
     assert result.phase == "failed"
     assert "this controller serves no HostClaims of kind libvirt" in result.error
 
 
-def test_an_unreachable_hypervisor_is_waited_for_and_nothing_is_lost(store, machines):  # noqa: F811
+def test_an_unreachable_hypervisor_is_waited_for_and_nothing_is_lost(store, machines):
     ref = vm_claim(store, image=IMAGE)
     step(store, ref, machines)
     machines.down = True
@@ -152,7 +159,7 @@ def test_an_unreachable_hypervisor_is_waited_for_and_nothing_is_lost(store, mach
     assert step(store, ref, machines).phase == "provisioned"
 
 
-def test_dry_run_makes_nothing(store, machines):  # noqa: F811
+def test_dry_run_makes_nothing(store, machines):
     ref = vm_claim(store, image=IMAGE)
     result = hc.reconcile_host_claim(store, ref, dry_run=True, machines=machines)
     assert result.changed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import pytest
 
@@ -30,7 +30,7 @@ ARGS = [
 @pytest.mark.parametrize(("args", "problems"), ARGS)
 def test_args(args, problems):
     found = vm.args_problems(args)
-    assert [(f, w[:len(want)]) for (f, w), (_, want) in zip(found, problems, strict=True)] == problems
+    assert [(f, w[:len(want)]) for (f, w), (_field, want) in zip(found, problems, strict=True)] == problems
 
 
 def test_machine_size_has_defaults_and_refuses_bad_args_naming_the_field():
