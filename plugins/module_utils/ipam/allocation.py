@@ -352,6 +352,7 @@ class _Candidates:
         self.store, self.pool_obj, self.pool, self.view = store, pool_obj, pool, view
         self.claim_name = claim.name
         self.version: str | None = pool_obj["metadata"].get("resourceVersion")  # of the index as last read
+        self.seen = view.mark() if view is not None else 0  # the view's changes read so far
         self.in_use = InUse.of(pool.offsets_of(self._others(pool_obj)))
         self.spread = _SPREAD.get(view, 1) if view is not None else 1
         self.reserved_offsets = set(pool.reserved_offsets())
@@ -402,8 +403,9 @@ class _Candidates:
                 self.start = offset
         self.losses += 1
         self.lost_addresses.add(address)
-        if self.view is not None:  # the addresses taken meanwhile, as the watch has brought them
-            for taken in self.pool.offsets_of(self._others(self.pool_obj)):
+        if self.view is not None:  # the addresses taken meanwhile, as the watch has brought them (those only)
+            changed, self.seen = self.view.changed_since(self.seen)
+            for taken in self.pool.offsets_of(self._of_pool(changed)):
                 self.in_use.add(taken)
             return
         # The index as it is now: with the addresses the claimers racing this one have since written there.
@@ -417,10 +419,14 @@ class _Candidates:
         """The addresses other claims hold: the pool's IPAddresses as followed, else those the index gives them
         (the claim's own key is a pick of an earlier reconcile of it that died before taking it, free for it)."""
         if self.view is not None:
-            name = pool_obj["metadata"]["name"]
-            return [a["spec"]["address"] for a in self.view.objects()
-                    if ((a.get("spec") or {}).get("pool") or {}).get("name") == name and "address" in a["spec"]]
+            return self._of_pool(self.view.objects())
         return [address for name, address in _allocations(pool_obj).items() if name != self.claim_name]
+
+    def _of_pool(self, addresses: list[Object]) -> list[str]:
+        """The addresses of these IPAddresses that are the pool's."""
+        name = self.pool_obj["metadata"]["name"]
+        return [a["spec"]["address"] for a in addresses
+                if ((a.get("spec") or {}).get("pool") or {}).get("name") == name and "address" in a["spec"]]
 
     def done(self) -> None:
         """Remember, for the claimer's next allocation from this pool, how spread out a herd made it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from typing import Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
@@ -25,11 +26,19 @@ def _version(obj: Object) -> int:
         return -1
 
 
+# How many of its latest changes a view remembers for changed_since; a reader further behind reads everything.
+CHANGES_KEPT = 4096
+
+
 class Followed:
     """The objects of one kind, namespace and label selector, by name."""
 
     def __init__(self) -> None:
         self._objects: dict[str, Object] = {}
+        # The objects put since the last replace, newest last, numbered: what changed since a reader's mark.
+        self._changes: deque[tuple[int, Object]] = deque(maxlen=CHANGES_KEPT)
+        self._change = 0  # the number of the latest change
+        self._replaced = 0  # the number of the change a replace was
         self._gone: dict[str, int] = {}  # name: version of its deletion, so a late copy does not revive it
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -41,11 +50,28 @@ class Followed:
         with self._lock:
             return list(self._objects.values())
 
+    def mark(self) -> int:
+        """Where the view is now, for changed_since."""
+        with self._lock:
+            return self._change
+
+    def changed_since(self, mark: int) -> tuple[list[Object], int]:
+        """The objects put since ``mark`` (every object, when the view was replaced since or remembers no change
+        that old), and the view's new mark: a reader that only adds what it learns reads each change once."""
+        with self._lock:
+            oldest = self._changes[0][0] if self._changes else self._change + 1
+            if mark < self._replaced or mark + 1 < oldest:
+                return list(self._objects.values()), self._change
+            return [obj for number, obj in self._changes if number > mark], self._change
+
     def replace(self, items: list[Object]) -> None:
         """Everything, as a list gave it."""
         with self._lock:
             self._objects = {o["metadata"]["name"]: o for o in items}
             self._gone.clear()
+            self._change += 1
+            self._replaced = self._change
+            self._changes.clear()
 
     def put(self, obj: Object) -> None:
         """An object as a write or a watch event gave it; an older copy than the one held is ignored."""
@@ -59,6 +85,8 @@ class Followed:
                 return
             self._objects[name] = obj
             self._gone.pop(name, None)
+            self._change += 1
+            self._changes.append((self._change, obj))
 
     def forget(self, obj: Object) -> None:
         """An object deleted."""

@@ -54,3 +54,34 @@ def test_a_deletion_forgotten_by_a_new_list_does_not_hide_a_later_create():
     view.replace([])
     view.put(obj("a", 4))  # a version numbering that started again (a new store): a list is the truth
     assert versions(view) == {"a": "4"}
+
+
+def names(objects):
+    return sorted(o["metadata"]["name"] for o in objects)
+
+
+def test_a_reader_reads_only_what_changed_since_its_mark():
+    view = Followed()
+    view.replace([obj("a", 1), obj("b", 2)])
+    mark = view.mark()
+    view.put(obj("c", 3))
+    view.put(obj("a", 4))
+    view.put(obj("b", 1))  # older than held: no change
+    changed, mark = view.changed_since(mark)
+    assert names(changed) == ["a", "c"]
+    assert view.changed_since(mark) == ([], mark)
+
+
+def test_a_reader_behind_a_list_or_the_changes_kept_reads_everything():
+    view = Followed()
+    view.replace([obj("a", 1)])
+    mark = view.mark()
+    view.replace([obj("a", 1), obj("b", 2)])
+    assert names(view.changed_since(mark)[0]) == ["a", "b"]
+    small = Followed()
+    small._changes = type(small._changes)(maxlen=2)
+    mark = small.mark()
+    for version, name in enumerate("xyz", start=1):
+        small.put(obj(name, version))
+    assert names(small.changed_since(mark)[0]) == ["x", "y", "z"]  # x's change is no longer kept: all
+    assert names(small.changed_since(mark + 1)[0]) == ["y", "z"]
