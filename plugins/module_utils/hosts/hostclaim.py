@@ -285,6 +285,8 @@ class _Flow:
     """``store``: the claim's (its Secrets, its HardwareData); ``hosts``: the hosts' (their policies, the copies of
     the claim's Secrets) - the same store, or another cluster's (spec.identityRef)."""
 
+    bound_field = "bareMetalHost"  # where the status names what serves the claim
+
     def __init__(self, store: Store, hosts: Store, claim: Object, dry_run: bool):
         self.store, self.hosts, self.claim, self.dry_run = store, hosts, claim, dry_run
         self.ref = Ref.of(claim)
@@ -586,7 +588,7 @@ class _Flow:
         self._update_status(change)
 
     def _record_bound(self, status: dict[str, Any], host: Object) -> None:
-        status["bareMetalHost"] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
+        status[self.bound_field] = {"namespace": host["metadata"]["namespace"], "name": host["metadata"]["name"]}
 
     def _update_status(self, change: Callable[[dict[str, Any]], None]) -> None:
         """Apply ``change`` to the claim's status and write it when it differs (lastUpdated moves with it)."""
@@ -605,12 +607,16 @@ class _Flow:
 
     # -- hosts elsewhere ---------------------------------------------------------------------------------------
     def unreachable(self, reason: str, why: str, requeue: float | None) -> ClaimResult:
-        """The claim's hosts cannot be reached (or its identityRef used): say so on the claim, and change nothing
-        else - its host, state and addresses stay as last seen."""
+        """The claim's hosts cannot be reached (or its identityRef used)."""
+        return self._stuck("unreachable", HOSTS_REACHABLE, reason, why, requeue)
+
+    def _stuck(self, phase: str, condition: str, reason: str, why: str, requeue: float | None) -> ClaimResult:
+        """Say on the claim why it cannot go on (``condition`` False), and change nothing else - what serves it,
+        its state and addresses stay as last seen; ``requeue``: it looks again then, else ``why`` is an error."""
         self._update_status(lambda status: status.update(conditions=set_condition(
-            status.get("conditions"), HOSTS_REACHABLE, False, reason, why)))
-        bound = (self.claim.get("status") or {}).get("bareMetalHost") or {}
-        return ClaimResult(self.claim, self.changed, requeue, why, phase="unreachable",
+            status.get("conditions"), condition, False, reason, why)))
+        bound = (self.claim.get("status") or {}).get(self.bound_field) or {}
+        return ClaimResult(self.claim, self.changed, requeue, why, phase=phase,
                            host=f"{bound['namespace']}/{bound['name']}" if bound.get("name") else "",
                            state=(self.claim.get("status") or {}).get("state", ""),
                            error=why if requeue is None else "")
@@ -683,6 +689,8 @@ class _MachineFlow(_Flow):
     before the machine exists; the machine made once the claim has an image, from the claim's own Secrets (no
     copies: there is no host namespace), powered as poweredOn asks; on delete, the machine with its disk and config
     drive deleted - only one this claim made."""
+
+    bound_field = "virtualMachine"
 
     def __init__(self, store: Store, claim: Object, dry_run: bool, machines: VirtualMachines | None):
         super().__init__(store, store, claim, dry_run)
@@ -759,19 +767,9 @@ class _MachineFlow(_Flow):
                            "poweredOn": bool(machine is not None and machine.running),
                            "hardware": hardware(size, macs, self.ref.name)}}
 
-    def _record_bound(self, status: dict[str, Any], host: Object) -> None:
-        status["virtualMachine"] = {"namespace": self.ref.namespace, "name": self.machine_name}
-
     def failed(self, why: str, requeue: float | None = None) -> ClaimResult:
-        """The claim cannot go on (or, with ``requeue``, the hypervisor does not answer): Ready False saying why;
-        what it has stays."""
-        self._update_status(lambda status: status.update(conditions=set_condition(
-            status.get("conditions"), READY_CONDITION, False, MACHINE_FAILED, why)))
-        bound = (self.claim.get("status") or {}).get("virtualMachine") or {}
-        return ClaimResult(self.claim, self.changed, requeue, why, phase="failed",
-                           host=f"{bound['namespace']}/{bound['name']}" if bound.get("name") else "",
-                           state=(self.claim.get("status") or {}).get("state", ""),
-                           error=why if requeue is None else "")
+        """The machine cannot be made or changed (or, with ``requeue``, the hypervisor does not answer)."""
+        return self._stuck("failed", READY_CONDITION, MACHINE_FAILED, why, requeue)
 
     def delete(self) -> ClaimResult:
         machine = self._machine() if self.machines is not None or \
