@@ -27,19 +27,11 @@ def without_leftovers(lab: dict[str, Any]) -> None:
     """What a run killed before its teardown left of the lab ``lab`` (the role's variables) removed: its virtual
     servers, namespace, Ironic and Ironic's database, and the demo's store. A new lab then starts from nothing:
     Ironic's old nodes would otherwise wake up in the new servers' places, in states the new run never asked for."""
-    removed = ansible_playbook(LAB_PLAYBOOK, {**lab, "virtual_lab_state": "absent"}, timeout=900)
+    removed = ansible_playbook(LAB_PLAYBOOK, {**lab, "virtual_lab_state": "absent"}, timeout=900)  # VMs of claims too
     assert removed.ok, removed.output[-5000:]
     base = Path(lab["virtual_lab_base_dir"])
     for leftover in (*base.glob("store.db*"), base / "ironic" / "ironic.sqlite"):
         leftover.unlink(missing_ok=True)
-    # The virtual machines of HostClaims of kind libvirt (playbooks/lab-demo.yml's lab_vm_workers): a new claim
-    # refuses a machine of its name that it did not make.
-    for disk in (base / "vms").glob("*.qcow2"):
-        for command in ("destroy", "undefine"):
-            subprocess.run(["virsh", "-q", "-c", "qemu:///system", command, disk.stem], capture_output=True,
-                           check=False)
-        for path in (disk, disk.with_name(f"{disk.stem}-config-2.iso"), disk.with_suffix(".log")):
-            path.unlink(missing_ok=True)
 
 
 def lab_images() -> Path:
