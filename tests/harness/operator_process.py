@@ -115,7 +115,10 @@ class Operator(_OperatorProcess):
         command = [sys.executable, "-m", "metal3_operator", "--watches-file", str(self.watches),
                    "--kubeconfig", str(self.cluster.kubeconfig), "--runner-dir", str(self.workdir / "runner"),
                    "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                   "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *self.args]
+                   "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+                   # Its proxy's port picked here too: one the system picked as the operator started could be
+                   # the metrics port picked here a moment before (seen: "Address already in use").
+                   "--proxy-port", str(free_port()), *self.args]
         self._spawn(command, env, wait_ready)
         return self
 
