@@ -54,6 +54,17 @@ options:
   bootstrap_secret:
     description: The Secret with the machines' bootstrap (cloud-init user) data, C(spec.bootstrap.dataSecretName).
     type: str
+  kind:
+    description:
+      - The class of compute that serves the machines - C(baremetal) or C(libvirt) (virtual machines) - written to
+        each new Metal3Machine's C(spec.kind) over the template's, so that one template serves a set of servers
+        and a set of virtual machines (a hybrid cluster). Machines made before keep theirs.
+    type: str
+    choices: [baremetal, libvirt]
+  args:
+    description: The machines' C(spec.args) over the template's (kind C(libvirt) - C(cpus), C(memory), C(disk),
+      C(nics)).
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -92,7 +103,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec impor
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     machine_set = MachineSet(params["name"], params["namespace"], params["cluster"], params["template"],
-                             params["replicas"], params["control_plane"], params["bootstrap_secret"])
+                             params["replicas"], params["control_plane"], params["bootstrap_secret"], params["kind"],
+                             {k: str(v) for k, v in params["args"].items()} if params["args"] is not None else None)
     with open_store(store_options(params)) as store:
         listed = store.list(CAPI_API, "Machine", params["namespace"], f"{SET_LABEL}={params['name']}")
         before = {m["metadata"]["name"] for m in listed}
@@ -112,6 +124,8 @@ SPEC = ModuleSpec(
         "replicas": {"type": "int", "required": True},
         "control_plane": {"type": "bool", "default": False},
         "bootstrap_secret": {"type": "str", "no_log": False},  # the name of a Secret, not a secret
+        "kind": {"type": "str", "choices": ["baremetal", "libvirt"]},
+        "args": {"type": "dict"},
     }),
     run=run,
     minimums={"replicas": 0},

@@ -234,17 +234,16 @@ def test_a_hybrid_cluster_has_its_control_plane_on_hosts_and_its_workers_on_virt
         objects.append(json.loads(text.replace('"cp-net-', '"vm-net-')))
     with world["open"]() as store:
         for obj in objects:
-            # The class chosen per machine set: each template names its kind (and so is in HostClaim mode).
             if obj["kind"] == "Metal3MachineTemplate" and obj["metadata"]["name"] == "my-cluster-workers":
                 obj = json.loads(json.dumps(obj).replace('"cp-net-', '"vm-net-'))
-                obj["spec"]["template"]["spec"].update(kind="libvirt", args={"nics": "2", "memory": "1Gi"})
-            elif obj["kind"] == "Metal3MachineTemplate":
+            elif obj["kind"] == "Metal3MachineTemplate":  # a template may name its class too
                 obj["spec"]["template"]["spec"]["kind"] = "baremetal"
             store.create(obj)
         ensure_machines(store, MachineSet("cp", tenant, "my-cluster", "my-cluster-controlplane", 2, True,
                                           "my-cluster-userdata"))
+        # The class chosen per machine set, over its template's.
         ensure_machines(store, MachineSet("wk", tenant, "my-cluster", "my-cluster-workers", 2, False,
-                                          "my-cluster-userdata"))
+                                          "my-cluster-userdata", "libvirt", {"nics": "2", "memory": "1Gi"}))
     steps, ready = converge(world["open"], world["options"], tenant, None, ("ready",), 300, machines=machines)
     assert ready, [(s.summary()["name"], s.phase, s.message) for s in steps if not s.ready]
     summaries = {s.summary()["name"]: s.summary() for s in steps}

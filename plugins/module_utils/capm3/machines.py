@@ -44,7 +44,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
     BAREMETAL,
+    KINDS,
+    LIBVIRT,
     VirtualMachines,
+    args_problems,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
@@ -65,9 +68,19 @@ class MachineSet:
     replicas: int
     control_plane: bool = False
     bootstrap_secret: str | None = None
+    # The class of compute that serves the set's machines, over the template's (spec.kind, spec.args): one
+    # template serves a set of servers and a set of virtual machines.
+    kind: str | None = None
+    args: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         """Invalid naming the first option that cannot name what it names, before anything is read or written."""
+        if self.kind is not None and self.kind not in KINDS:
+            raise Invalid(f"kind: {self.kind!r} is not a class of compute served here ({', '.join(KINDS)})")
+        if self.args and (self.kind or BAREMETAL) == LIBVIRT:
+            problems = args_problems(self.args)
+            if problems:
+                raise Invalid("; ".join(f"{field.replace('spec.', '')}: {why}" for field, why in problems))
         check_namespace(self.namespace, "namespace")
         # The set's name is its Machines' label value and the prefix of their names (<name>-<index>).
         name_problem = dns_label_problem(self.name)
@@ -140,6 +153,10 @@ def _create(store: Store, machine_set: MachineSet, name: str, domain: str | None
     m3m_spec = copy.deepcopy(template["spec"]["template"].get("spec") or {})
     if domain:
         m3m_spec["failureDomain"] = domain
+    if machine_set.kind:
+        m3m_spec["kind"] = machine_set.kind
+    if machine_set.args is not None:
+        m3m_spec["args"] = dict(machine_set.args)
     m3m = {"apiVersion": INFRA_API, "kind": "Metal3Machine",
            "metadata": {"name": name, "namespace": ns, "labels": labels,
                         "annotations": {CLONED_FROM_NAME: machine_set.template},
