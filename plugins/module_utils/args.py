@@ -99,6 +99,9 @@ LIBVIRT_ARG_SPEC: dict[str, dict[str, Any]] = {
     "libvirt_storage_dir": {"type": "path", "fallback": (env_fallback, ["METAL3_LIBVIRT_STORAGE_DIR"])},
     "libvirt_domain_type": {"type": "str", "default": "auto", "choices": ["auto", "kvm", "qemu"],
                             "fallback": (env_fallback, ["METAL3_LIBVIRT_DOMAIN_TYPE"])},
+    # The controller's own hosts a tenant's URL may name (core/outbound.py): documented in the same fragment.
+    "allowed_local_hosts": {"type": "list", "elements": "str", "default": [],
+                            "fallback": (env_fallback, ["METAL3_ALLOWED_LOCAL_HOSTS"])},
 }
 
 
