@@ -83,6 +83,18 @@ class DataResult(Result):
     ready: bool = False
 
 
+def template_namespace(template: dict[str, Any], namespace: str, field: str) -> str:
+    """The namespace of a data template that an object of ``namespace`` names: its own, always. CAPM3's template
+    controller serves only the claims of its template's namespace (a claim naming another namespace's template is
+    never served there); here such a claim says why, rather than wait for ever. Another namespace's template would
+    hand its strings, and its pools' addresses, to whoever names it."""
+    given = template.get("namespace") or namespace
+    if given != namespace:
+        raise Invalid(f"{field}: {given!r} is not the namespace of the object that names it ({namespace!r}); a "
+                      "data template serves only its own namespace")
+    return given
+
+
 def template_spec(store: Store, namespace: str, name: str) -> dict[str, Any]:
     return normalize_template_spec(store.get(Ref(INFRA_API, "Metal3DataTemplate", name, namespace)).get("spec") or {})
 
@@ -106,7 +118,10 @@ def reconcile_data_claim(store: Store, ref: Ref, dry_run: bool = False) -> DataR
     template = (claim.get("spec") or {}).get("template") or {}
     if not template.get("name"):
         return _claim_status(store, claim, None, "spec.template.name: Required value", dry_run, None)
-    template_ns = template.get("namespace") or ref.namespace
+    try:
+        template_ns = template_namespace(template, ref.namespace, "spec.template.namespace")
+    except Invalid as e:
+        return _claim_status(store, claim, None, str(e), dry_run, None)
     try:
         store.get(Ref(INFRA_API, "Metal3DataTemplate", template["name"], template_ns))
     except NotFound:
@@ -219,7 +234,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         template = data["spec"].get("template") or {}
         if not template.get("name"):
             raise Invalid("spec.template.name: Required value")
-        spec = template_spec(store, template.get("namespace") or namespace, template["name"])
+        spec = template_spec(store, template_namespace(template, namespace, "spec.template.namespace"),
+                             template["name"])
         if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
             rendered = {}
         else:

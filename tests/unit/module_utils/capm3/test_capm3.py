@@ -103,6 +103,41 @@ def test_a_claim_of_a_missing_template_says_so(store):
     assert store.get(ref)["status"]["errorMessage"] == f"Metal3DataTemplate {NS}/net not found"
 
 
+def test_a_claim_is_served_only_by_a_template_of_its_own_namespace(store):
+    """CAPM3's template controller serves only the claims of its own namespace; a claim naming another
+    namespace's template gets no data from it (its strings and its pools' addresses stay that namespace's)."""
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate",
+                  "metadata": {"name": "net", "namespace": "other-tenant"},
+                  "spec": {"metaData": {"strings": [{"key": "secret", "value": "theirs"}]}}})
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataClaim", "metadata": {"name": "m", "namespace": NS},
+                  "spec": {"template": {"name": "net", "namespace": "other-tenant"}}})
+    ref = Ref(INFRA_API, "Metal3DataClaim", "m", NS)
+    reconcile_data_claim(store, ref)
+    status = store.get(ref)["status"]
+    assert "renderedData" not in status
+    assert status["errorMessage"].startswith("spec.template.namespace: 'other-tenant' is not the namespace")
+    assert store.list(INFRA_API, "Metal3Data", NS) == []
+
+
+def test_a_metal3data_naming_another_namespace_s_template_renders_nothing(store):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate",
+                  "metadata": {"name": "net", "namespace": "other-tenant"}, "spec": {}})
+    made = metal3data("net-0", 0, "net", "m")
+    made["spec"]["template"]["namespace"] = "other-tenant"
+    store.create(made)
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataClaim", "metadata": {"name": "m", "namespace": NS},
+                  "spec": {"template": {"name": "net"}}})
+    data_ref = Ref(INFRA_API, "Metal3Data", "net-0", NS)
+    objects = {"metal3machine": {"metadata": {"name": "m"}}, "baremetalhost": {"metadata": {"name": "h"}}}
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(data, "_objects", lambda *_: objects)
+        data.reconcile_data(store, data_ref)
+    status = store.get(data_ref)["status"]
+    assert status["ready"] is False
+    assert status["errorMessage"].startswith("spec.template.namespace: 'other-tenant' is not the namespace")
+    assert store.list("v1", "Secret", NS) == []
+
+
 # machines already placed → the domain of the next one
 SPREAD = [
     ([], "az-a"),
