@@ -321,8 +321,10 @@ def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: st
 # The widest window of free addresses a claimer that keeps losing spreads over.
 SPREAD_WINDOW = 64
 # A claimer that follows a pool's addresses (see _followed_addresses): the window its last allocation from it
-# ended with, so that one of a herd starts the next one spread out, and one alone narrows back to in order.
-_SPREAD: weakref.WeakKeyDictionary[Followed, int] = weakref.WeakKeyDictionary()
+# ended with, so that one of a herd starts the next one spread out, and one alone narrows back to in order. Kept
+# per view (one namespace's addresses of one pool name) with the uid of the pool it was learnt from: a pool of
+# that name made again starts in order, as a pool of the same name in another namespace does.
+_SPREAD: weakref.WeakKeyDictionary[Followed, tuple[str, int]] = weakref.WeakKeyDictionary()
 
 
 def _followed_addresses(store: Store, pool_obj: Object) -> Followed | None:
@@ -354,10 +356,13 @@ class _Candidates:
         self.version: str | None = pool_obj["metadata"].get("resourceVersion")  # of the index as last read
         self.seen = view.mark() if view is not None else 0  # the view's changes read so far
         self.in_use = InUse.of(pool.offsets_of(self._others(pool_obj)))
-        self.spread = _SPREAD.get(view, 1) if view is not None else 1
+        self.pool_uid = str(pool_obj["metadata"].get("uid") or "")
+        learnt = _SPREAD.get(view) if view is not None else None
+        self.spread = learnt[1] if learnt is not None and learnt[0] == self.pool_uid else 1
         self.reserved_offsets = set(pool.reserved_offsets())
         self.start = random.randrange(pool.size) if pool.strategy == "random" and pool.size else 0
         self.losses = 0
+        self.stale_losses = 0  # lost to an index behind the IPAddresses, with no other claimer writing it
         # Another claimer wrote the index since this one read it: it picks among the next SPREAD_WINDOW free
         # addresses at once, rather than after two losses.
         self.contended = False
@@ -401,19 +406,40 @@ class _Candidates:
                 # Sequential windows stay at the pool's lowest free addresses, so that the gaps a herd leaves
                 # behind are the next claims' first picks.
                 self.start = offset
-        self.losses += 1
         self.lost_addresses.add(address)
         if self.view is not None:  # the addresses taken meanwhile, as the watch has brought them (those only)
+            self.losses += 1
             changed, self.seen = self.view.changed_since(self.seen)
             for taken in self.pool.offsets_of(self._of_pool(changed)):
                 self.in_use.add(taken)
             return
         # The index as it is now: with the addresses the claimers racing this one have since written there.
-        with contextlib.suppress(NotFound):
+        try:
             fresh = self.store.get(Ref.of(self.pool_obj))
-            self.version = fresh["metadata"].get("resourceVersion")
-            for taken in self.pool.offsets_of(self._others(fresh)):
-                self.in_use.add(taken)
+        except NotFound:
+            self.losses += 1
+            return
+        version = fresh["metadata"].get("resourceVersion")
+        alone = version is not None and version == self.version
+        self.version = version
+        for taken in self.pool.offsets_of(self._others(fresh)):
+            self.in_use.add(taken)
+        if not alone or self.refreshed:
+            self.losses += 1
+            return
+        # No other claimer wrote the index since this one last read (or wrote) it: the loss says the index had
+        # not caught up with the pool's IPAddresses (made by a plain apply, or before the index), not that a
+        # herd races for its addresses. The claimer goes on in the pool's order, as upstream's sequential
+        # allocation does (spreading out here made the outcome a draw); from its second such loss on, with the
+        # IPAddresses read once, rather than one create lost for each address the index does not know.
+        self.stale_losses += 1
+        if self.stale_losses < 2:
+            return
+        for obj in _pool_addresses(self.store, self.pool_obj):
+            offset = self.pool.offset_of(obj["spec"]["address"])
+            if offset is not None:
+                self.in_use.add(offset)
+        self.refreshed = True
 
     def _others(self, pool_obj: Object) -> list[str]:
         """The addresses other claims hold: the pool's IPAddresses as followed, else those the index gives them
@@ -431,7 +457,8 @@ class _Candidates:
     def done(self) -> None:
         """Remember, for the claimer's next allocation from this pool, how spread out a herd made it."""
         if self.view is not None:
-            _SPREAD[self.view] = min(self.spread * 2, SPREAD_WINDOW) if self.losses else max(self.spread // 2, 1)
+            spread = min(self.spread * 2, SPREAD_WINDOW) if self.losses else max(self.spread // 2, 1)
+            _SPREAD[self.view] = (self.pool_uid, spread)
 
     def _free_offsets(self, excluding: set[int] | None = None) -> list[int]:
         """Up to a window of free offsets (1, 1, 2, 4, ... after each loss), the first at or after ``start``."""
