@@ -132,6 +132,7 @@ from typing import Any
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, with_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import applied_pool_warnings
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import (
     apply,
@@ -157,6 +158,9 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     }
     if len(outcomes) == 1:
         result.update(result=outcomes[0]["result"], method=outcomes[0]["method"])
+    warnings = applied_pool_warnings(objects) if params["state"] == "present" else []
+    if warnings:
+        result["warnings"] = warnings
     return result
 
 

@@ -23,7 +23,12 @@ from typing import Any, Callable, Iterator, overload
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, address_record
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    StoreError,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
@@ -919,6 +924,7 @@ class PoolState(Result):
     waiting: str | None = None
     removed: bool = False
     released: int = 0  # claims (being deleted) and addresses (of claims that are gone) released
+    warnings: tuple[str, ...] = ()  # what upstream accepts in the pool and we think risky (pools.py)
 
     def __post_init__(self) -> None:
         self.changed = self.changed or self.released > 0
@@ -937,7 +943,10 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
         return PoolState(None, removed=True)
     if pause.paused(pool_obj):
         return PoolState(pool_obj, message="paused")
-    parse_pool(pool_obj)  # a pool that cannot work (stored before its rules, say) says why, naming the field
+    # A pool that cannot work (stored before its rules, say) says why, naming the field; one upstream accepts and
+    # we think risky says so on its status and in an Event.
+    warnings = parse_pool(pool_obj).warnings
+    pool_obj = _note_warnings(store, pool_obj, warnings, dry_run)
     released = _release_gone_claims(store, pool_obj, dry_run)
     if released:
         pool_obj = store.get(ref)
@@ -952,11 +961,69 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
     if pool_obj["metadata"].get("deletionTimestamp"):
         if allocations:
             waiting = f"IPPool {ref.name} still has {len(allocations)} allocations; delete their claims first"
-            return PoolState(pool_obj, allocations=allocations, waiting=waiting, released=released)
+            return PoolState(pool_obj, allocations=allocations, waiting=waiting, released=released,
+                             warnings=warnings)
         remove_finalizer(store, ref, POOL_FINALIZER, dry_run)
-        return PoolState(pool_obj, removed=True, released=released)
+        return PoolState(pool_obj, removed=True, released=released, warnings=warnings)
     pool_obj = ensure_finalizer(store, ref, POOL_FINALIZER, dry_run)
-    return PoolState(pool_obj, allocations=allocations, released=released)
+    return PoolState(pool_obj, allocations=allocations, released=released, warnings=warnings)
+
+
+# The pool's condition while upstream's webhook would accept it and we think it risky (pools.py's warnings), and
+# the reason of that condition and of the Warning Event recorded when it is set or its message changes.
+POOL_WARNING_CONDITION = "PoolWarning"
+RISKY_POOL = "RiskyPool"
+EVENT_COMPONENT = "metal3-ipam"
+
+
+def _note_warnings(store: Store, pool_obj: Object, warnings: tuple[str, ...], dry_run: bool) -> Object:
+    """Set (or clear) the pool's PoolWarning condition to its warnings; when it is set or changes, record a
+    Warning Event on the pool. Onto the pool as read (a conflict leaves it to the next reconcile), so that the
+    conditions others write meanwhile are not replaced."""
+    conditions = list((pool_obj.get("status") or {}).get("conditions") or [])
+    current = next((c for c in conditions if c.get("type") == POOL_WARNING_CONDITION), None)
+    message = "; ".join(warnings)
+    if not warnings:
+        if current is None:
+            return pool_obj
+        updated = [c for c in conditions if c.get("type") != POOL_WARNING_CONDITION]
+    elif current is not None and (current.get("status"), current.get("reason"), current.get("message")) == \
+            ("True", RISKY_POOL, message):
+        return pool_obj
+    else:
+        updated = set_condition(conditions, POOL_WARNING_CONDITION, True, RISKY_POOL, message)
+    if dry_run:
+        return pool_obj
+    patch: Object = {"metadata": {"resourceVersion": pool_obj["metadata"].get("resourceVersion")},
+                     "status": {"conditions": updated}}
+    try:
+        pool_obj = store.patch_status(Ref.of(pool_obj), patch)
+    except Conflict:
+        return pool_obj
+    if warnings:
+        _record_event(store, pool_obj, "Warning", RISKY_POOL, message)
+    return pool_obj
+
+
+def _record_event(store: Store, obj: Object, type_: str, reason: str, message: str) -> None:
+    """A core/v1 Event on ``obj``, as a controller's event recorder writes one; named after the object and the
+    message, so that one message is one Event. An Event that cannot be written (no right to, say) is let go: it
+    never fails the reconcile."""
+    metadata = obj["metadata"]
+    digest = hashlib.sha256(f"{metadata.get('uid')}/{reason}/{message}".encode()).hexdigest()[:16]
+    stamp = now()
+    event = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{metadata['name'][:236]}.{digest}", "namespace": metadata["namespace"]},
+        "involvedObject": {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": metadata["name"],
+                           "namespace": metadata["namespace"], "uid": metadata.get("uid"),
+                           "resourceVersion": metadata.get("resourceVersion")},
+        "type": type_, "reason": reason, "message": message[:1024],
+        "source": {"component": EVENT_COMPONENT}, "reportingComponent": EVENT_COMPONENT,
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+    with contextlib.suppress(StoreError):
+        store.create(event)
 
 
 CLAIM_APIS = {"IPClaim": IPAM_API, "IPAddressClaim": CAPI_IPAM_API}

@@ -22,6 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     reconcile_ip_claim,
     reconcile_ip_pool,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import POOL_API, pool_warnings
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import ensure_absent, ensure_present
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
@@ -123,7 +124,22 @@ def pool_present(store: Store, definition: Object | None, ref: Ref, dry_run: boo
         state = None
     pool = state.obj if state else {}
     changed = changed or bool(state and state.released)
-    return {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}, "diff": diff}
+    result = {"changed": changed, "pool": pool or {}, "allocations": state.allocations if state else {}, "diff": diff}
+    if state and state.obj:
+        warnings = state.warnings
+    else:  # a pool not stored (check mode): the definition's
+        warnings = pool_warnings(definition) if definition and "spec" in definition else ()
+    if warnings:  # what upstream accepts and we think risky: the task says so (and the pool's condition)
+        result["warnings"] = [f"IPPool {ref.namespace}/{ref.name}: {w}" for w in warnings]
+    return result
+
+
+def applied_pool_warnings(objects: list[Object]) -> list[str]:
+    """The warnings of the IPPools among ``objects`` (as the resource module applies them, admitted already):
+    what upstream accepts in them and we think risky."""
+    return [f"IPPool {obj['metadata'].get('namespace') or 'default'}/{obj['metadata'].get('name')}: {warning}"
+            for obj in objects if obj.get("apiVersion") == POOL_API and obj.get("kind") == "IPPool"
+            for warning in pool_warnings(obj)]
 
 
 def pool_absent(store: Store, ref: Ref, dry_run: bool = False) -> dict[str, Any]:

@@ -70,6 +70,9 @@ class Pool:
     strategy: str
     ranges: tuple[Range, ...]
     pre_allocations: dict[str, str]
+    # What upstream's webhook accepts and we think risky: said (module warnings, the pool's PoolWarning condition
+    # and an Event), never refused.
+    warnings: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -189,6 +192,12 @@ def parse_pool(obj: dict[str, Any]) -> Pool:
         raise Invalid(f'IPPool.ipam.metal3.io "{name}" is invalid: {e}') from None
 
 
+def pool_warnings(obj: dict[str, Any]) -> tuple[str, ...]:
+    """What upstream's webhook accepts in the IPPool ``obj`` and we think risky (empty when nothing is); Invalid,
+    as parse_pool, when it is refused."""
+    return parse_pool(obj).warnings
+
+
 def _check_schema(obj: dict[str, Any]) -> None:
     """The CRD schema's checks on the spec, before any code here reads it: a definition reaches parse_pool
     (through admission) before the store validates it, and a wrong type must be a field error, not a crash."""
@@ -211,15 +220,16 @@ def _parse(name: str, spec: dict[str, Any]) -> Pool:
         parse_ip(spec["gateway"], "spec.gateway")
     for j, server in enumerate(spec.get("dnsServers") or []):
         parse_ip(server, f"spec.dnsServers[{j}]")
-    ranges = []
+    ranges: list[Range] = []
+    warnings: list[str] = []
     for i, entry in enumerate(spec.get("pools") or []):
-        ranges.append(_entry(i, entry, spec))
+        ranges.append(_entry(i, entry, spec, warnings))
         if spec.get("allocationStrategy") == "random":
             _check_indexable(f"spec.pools[{i}]", entry)
     _check_overlaps(ranges)
     _check_name_prefix(spec["namePrefix"], {r.version for r in ranges} or {4})
     pool = Pool(name, spec["namePrefix"], spec.get("allocationStrategy") or "sequential", tuple(ranges),
-                dict(spec.get("preAllocations") or {}))
+                dict(spec.get("preAllocations") or {}), tuple(warnings))
     _check_pre_allocations(pool)
     return pool
 
@@ -244,8 +254,9 @@ def _check_pre_allocations(pool: Pool) -> None:
             raise Invalid(f"{field}: Invalid value: {address!r}: outside every pool entry")
 
 
-def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any]) -> Range:
-    """Pool entry ``i``, with the pool's prefix, gateway and dnsServers where it sets none of its own."""
+def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any], warnings: list[str]) -> Range:
+    """Pool entry ``i``, with the pool's prefix, gateway and dnsServers where it sets none of its own; what is
+    risky in it goes to ``warnings``."""
     where = f"spec.pools[{i}]"
     subnet = _subnet(entry["subnet"], f"{where}.subnet") if entry.get("subnet") else None
     start = parse_ip(entry["start"], f"{where}.start") if entry.get("start") else None
@@ -262,7 +273,7 @@ def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any]) -> Range:
     network = None
     if prefix is not None and first <= last:
         network = _range_network(where, entry, _address(first, version), _address(last, version), prefix,
-                                 prefix_field)
+                                 prefix_field, warnings)
     gateway, gateway_field = entry.get("gateway"), f"{where}.gateway"
     if not gateway:
         gateway, gateway_field = spec.get("gateway"), "spec.gateway"
@@ -271,7 +282,7 @@ def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any]) -> Range:
         if gateway_ip.version != version:
             raise Invalid(f"{gateway_field}: Invalid value: {gateway!r}: not an IPv{version} address")
         if network is not None:
-            _check_gateway(gateway_ip, network, where, gateway_field)
+            _check_gateway(gateway_ip, network, where, gateway_field, warnings)
     for j, server in enumerate(entry.get("dnsServers") or []):
         parse_ip(server, f"{where}.dnsServers[{j}]")
     dns = entry.get("dnsServers") or spec.get("dnsServers") or []
@@ -369,25 +380,30 @@ def _address(value: int, version: int) -> IPAddress:
 
 
 def _range_network(where: str, entry: dict[str, Any], low: IPAddress, high: IPAddress, prefix: int,
-                   prefix_field: str) -> Network:
-    """The network ``prefix`` defines around the entry's first address; the whole range must lie in it, or the
-    addresses at its far end get a prefix (and a gateway) of a network they are not in."""
+                   prefix_field: str, warnings: list[str]) -> Network:
+    """The network ``prefix`` defines around the entry's first address. A range that goes beyond it is what
+    upstream accepts (CAPM3's example pool: subnet 192.168.1.0/24 with prefix 25), and a warning: the addresses
+    at its far end get a prefix (and a gateway) of a network they are not in."""
     network = ipaddress.ip_network((low, prefix), strict=False)
     if high not in network:
         field = f"{where}.end" if entry.get("end") else f"{where}.subnet"
-        raise Invalid(f"{field}: Invalid value: {str(high)!r}: outside {network}, the network {prefix_field} "
-                      f"{prefix} defines around {low}; the range must lie in one network")
+        warnings.append(f"{field}: {high} is outside {network}, the network {prefix_field} {prefix} defines around "
+                        f"{low}: the addresses of {where} beyond it get a prefix (and gateway) of a network they are "
+                        "not in")
     return network
 
 
-def _check_gateway(gateway: IPAddress, network: Network, where: str, field: str) -> None:
-    """A gateway must be on the network of the addresses it serves. Exceptions: an IPv6 link-local gateway
-    (fe80::/10, reached on every link), and host prefixes (/32, /128), whose gateway is always off-network."""
+def _check_gateway(gateway: IPAddress, network: Network, where: str, field: str, warnings: list[str]) -> None:
+    """A gateway off the network of the addresses it serves is what upstream accepts (an on-link gateway outside
+    the subnet is real in bare-metal hosting), and a warning: a host reaches it only through an on-link route.
+    None for an IPv6 link-local gateway (fe80::/10, reached on every link), nor for host prefixes (/32, /128),
+    whose gateway is always off-network."""
     link_local = gateway.version == 6 and gateway.is_link_local
     if gateway in network or link_local or network.prefixlen == network.max_prefixlen:
         return
     inherited = ", which sets no gateway of its own" if field == "spec.gateway" else ""
-    raise Invalid(f"{field}: Invalid value: {str(gateway)!r}: outside {network}, the network of {where}{inherited}")
+    warnings.append(f"{field}: {gateway} is outside {network}, the network of {where}{inherited}: a host reaches it "
+                    "only through an on-link route")
 
 
 def _check_name_prefix(name_prefix: str, versions: set[int]) -> None:

@@ -1,6 +1,8 @@
 """IPPool ranges as upstream reads them, and the bad pools its webhook refuses."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
@@ -201,7 +203,7 @@ def test_wrong_types_are_field_errors(spec, message):
     assert str(raised.value) == f'IPPool.ipam.metal3.io "p" is invalid: {message}'
 
 
-# What upstream's webhook lets through and then fails (a name no IPAddress can have, an unusable gateway)
+# What upstream's webhook lets through and then fails: a name no IPAddress can have
 SILENTLY_ACCEPTED = [
     (pool({"subnet": "10.0.0.0/24"}, namePrefix="Pool_A"),
      r"spec\.namePrefix: Invalid value: 'Pool_A': makes IPAddress names such as 'Pool_A-255-255-255-255', "
@@ -211,24 +213,6 @@ SILENTLY_ACCEPTED = [
      r"spec\.namePrefix: Invalid value: 'p+': too long: the IPAddress name of 255\.255\.255\.255 would have 254 "
      r"characters, more than 253"),
     (pool({"subnet": "2001:db8::/64"}, namePrefix="p" * 214), r"spec\.namePrefix: .* too long: .* would have 254"),
-    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, prefix=24, gateway="10.9.9.1"),
-     r"spec\.gateway: Invalid value: '10\.9\.9\.1': outside 10\.0\.0\.0/24, the network of spec\.pools\[0\], "
-     r"which sets no gateway of its own"),
-    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "gateway": "10.0.1.1"}, prefix=24),
-     r"spec\.pools\[0\]\.gateway: Invalid value: '10\.0\.1\.1': outside 10\.0\.0\.0/24, the network of "
-     r"spec\.pools\[0\]$"),
-    # the pool's gateway is on the first entry's network, not on the second's
-    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, {"start": "10.0.1.10", "end": "10.0.1.20"}, prefix=24,
-          gateway="10.0.0.1"), r"spec\.gateway: .* outside 10\.0\.1\.0/24, the network of spec\.pools\[1\]"),
-    (pool({"subnet": "2001:db8::/64", "gateway": "2001:db9::1"}),
-     r"spec\.pools\[0\]\.gateway: .* outside 2001:db8::/64"),
-    (pool({"start": "10.0.0.10", "end": "10.0.1.20"}, prefix=24),
-     r"spec\.pools\[0\]\.end: Invalid value: '10\.0\.1\.20': outside 10\.0\.0\.0/24, the network spec\.prefix 24 "
-     r"defines around 10\.0\.0\.10"),
-    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "prefix": 29}),
-     r"spec\.pools\[0\]\.end: .* outside 10\.0\.0\.8/29, the network spec\.pools\[0\]\.prefix 29"),
-    (pool({"subnet": "10.0.0.0/16"}, prefix=24),
-     r"spec\.pools\[0\]\.subnet: Invalid value: '10\.0\.255\.254': outside 10\.0\.0\.0/24"),
 ]
 
 
@@ -236,6 +220,41 @@ SILENTLY_ACCEPTED = [
 def test_pools_that_cannot_work_are_refused_naming_the_field(obj, message):
     with pytest.raises(Invalid, match=message):
         parse_pool(obj)
+
+
+# What upstream's webhook accepts and works, which we think risky: accepted, with a warning naming the field
+# (issue 30 item 13: on-link gateways outside the subnet are real in bare-metal hosting; CAPM3's example pool
+# gives a /24 subnet with prefix 25).
+WARNED = [
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, prefix=24, gateway="10.9.9.1"),
+     r"^spec\.gateway: 10\.9\.9\.1 is outside 10\.0\.0\.0/24, the network of spec\.pools\[0\], which sets no "
+     r"gateway of its own: a host reaches it only through an on-link route$"),
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "gateway": "10.0.1.1"}, prefix=24),
+     r"^spec\.pools\[0\]\.gateway: 10\.0\.1\.1 is outside 10\.0\.0\.0/24, the network of spec\.pools\[0\]: "),
+    # the pool's gateway is on the first entry's network, not on the second's
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20"}, {"start": "10.0.1.10", "end": "10.0.1.20"}, prefix=24,
+          gateway="10.0.0.1"), r"^spec\.gateway: .* outside 10\.0\.1\.0/24, the network of spec\.pools\[1\]"),
+    (pool({"subnet": "2001:db8::/64", "gateway": "2001:db9::1"}),
+     r"^spec\.pools\[0\]\.gateway: .* outside 2001:db8::/64"),
+    (pool({"start": "10.0.0.10", "end": "10.0.1.20"}, prefix=24),
+     r"^spec\.pools\[0\]\.end: 10\.0\.1\.20 is outside 10\.0\.0\.0/24, the network spec\.prefix 24 defines around "
+     r"10\.0\.0\.10: the addresses of spec\.pools\[0\] beyond it get a prefix \(and gateway\) of a network they "
+     r"are not in$"),
+    (pool({"start": "10.0.0.10", "end": "10.0.0.20", "prefix": 29}),
+     r"^spec\.pools\[0\]\.end: .* outside 10\.0\.0\.8/29, the network spec\.pools\[0\]\.prefix 29"),
+    (pool({"subnet": "10.0.0.0/16"}, prefix=24),
+     r"^spec\.pools\[0\]\.subnet: 10\.0\.255\.254 is outside 10\.0\.0\.0/24"),
+    # CAPM3's examples/templates/cluster.yaml, pool2
+    (pool({"subnet": "192.168.1.0/24"}, prefix=25, gateway="192.168.1.1"),
+     r"^spec\.pools\[0\]\.subnet: 192\.168\.1\.254 is outside 192\.168\.1\.0/25, the network spec\.prefix 25 "),
+]
+
+
+@pytest.mark.parametrize(("obj", "warning"), WARNED)
+def test_pools_upstream_accepts_that_we_think_risky_are_accepted_with_a_warning(obj, warning):
+    parsed = parse_pool(obj)
+    assert len(parsed.warnings) == 1, parsed.warnings
+    assert re.match(warning, parsed.warnings[0]), parsed.warnings[0]
 
 
 ACCEPTED = [
@@ -255,7 +274,7 @@ ACCEPTED = [
 
 @pytest.mark.parametrize("obj", ACCEPTED)
 def test_pools_that_work_are_accepted(obj):
-    parse_pool(obj)
+    assert parse_pool(obj).warnings == ()
 
 
 def test_a_bad_name_prefix_is_refused_on_an_ipv6_pool_that_an_ipv4_one_would_fit():

@@ -4,9 +4,9 @@ this collection's terms.
 
 Each id starts with upstream's name of the case. Where the collection differs from upstream on purpose, the case
 asserts our behaviour and its id says ``[ours: ...]``; README's "Where we differ from ip-address-manager, on
-purpose" lists the same differences. An input changed only to satisfy a rule of ours that upstream lacks (a
-gateway on its entry's network, a range inside the network its prefix defines) says ``(adapted: ...)``, and the
-unchanged input is a ``[ours: ...]`` case of its own. Facts carry over; names are made object names: upstream's
+purpose" lists the same differences. Pools upstream's webhook accepts are accepted, those we think risky (a
+gateway off its entry's network, a range beyond the network its prefix defines) with a warning, and allocated as
+upstream allocates them. Facts carry over; names are made object names: upstream's
 claim ``TestRef`` is ``testref`` here, its pools have the ``namePrefix`` its CRD requires.
 
 Not carried over: the webhook's nil-object cases (there is always a stored pool to compare with), the Go
@@ -231,14 +231,17 @@ class Case:
     taken: tuple[str, ...] = ()  # addresses other claims of the pool hold
 
 
+# CAPM3's example cluster template's pool2 (examples/templates/cluster.yaml).
+CAPM3_POOL2 = {"pools": [{"subnet": "192.168.1.0/24"}], "prefix": 25, "gateway": "192.168.1.1"}
+
 # The pool of most of upstream's allocation cases: 192.168.0.11-20, prefix and gateway from the pool.
 ONE_POOL = {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20"}], "prefix": 24, "gateway": "192.168.0.1"}
 TAKEN = ("192.168.0.11", "192.168.0.12")
 
 ALLOCATE = [
     Case("Empty pools", {}, Fails(EXHAUSTED), claim="abc"),
-    Case("One pool, pre-allocated (adapted: entry 0's gateway 192.168.1.1 -> 192.168.0.62, on its /26)",
-         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.0.62",
+    Case("One pool, pre-allocated (entry 0's gateway off its /26: accepted, with a warning)",
+         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.1.1",
                      "dnsServers": ["8.8.8.8"]},
                     {"start": "192.168.0.21", "end": "192.168.0.30"}],
           "preAllocations": {"testref": "192.168.0.21"}, "prefix": 24, "gateway": "192.168.0.1",
@@ -248,17 +251,16 @@ ALLOCATE = [
          {"pools": [{"start": "2001:db8::1", "end": "2001:db8::a"}], "preAllocations": {"testref": "2001:db8::0005"},
           "prefix": 64, "gateway": "2001:db8::ffff", "dnsServers": ["2001:4860:4860::8888"]},
          Gets("2001:db8::5", 64, "2001:db8::ffff", ("2001:4860:4860::8888",))),
-    Case("One pool, pre-allocated, with overrides (adapted: the entry's gateway 192.168.1.1 -> 192.168.0.62)",
-         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.0.62",
+    Case("One pool, pre-allocated, with overrides (the entry's gateway off its /26: accepted, with a warning)",
+         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.1.1",
                      "dnsServers": ["8.8.8.8"]}],
           "preAllocations": {"testref": "192.168.0.15"}, "prefix": 24, "gateway": "192.168.0.1",
           "dnsServers": ["8.8.4.4"]},
-         Gets("192.168.0.15", 26, "192.168.0.62", ("8.8.8.8",))),
+         Gets("192.168.0.15", 26, "192.168.1.1", ("8.8.8.8",))),
     # Upstream's webhook refuses this pool too; its allocator's "Pre-allocated IP out of bounds" is for a pool that
     # got past the webhook.
-    Case("One pool, pre-allocated, out of bounds (adapted: the entry's gateway) - refused at apply, as upstream's "
-         "webhook does",
-         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.0.62"}],
+    Case("One pool, pre-allocated, out of bounds - refused at apply, as upstream's webhook does",
+         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.1.1"}],
           "preAllocations": {"testref": "192.168.0.21"}, "prefix": 24, "gateway": "192.168.0.1"},
          RefusedAtApply(r"spec\.preAllocations\[testref\]: Invalid value: '192\.168\.0\.21': outside every pool "
                         r"entry")),
@@ -281,20 +283,19 @@ ALLOCATE = [
                      "dnsServers": ["8.8.8.8"]}],
           "prefix": 26, "gateway": "192.168.1.1", "dnsServers": ["8.8.4.4"]},
          Gets("192.168.0.13", 24, "192.168.0.1", ("8.8.8.8",)), taken=TAKEN),
-    # The subnet is written with host bits: 192.168.1.10/26 starts at 192.168.1.11 (taken), as upstream's.
-    Case("two pools, with subnet and override prefix in first (adapted: entry 0's gateway 192.168.1.1 -> "
-         "192.168.0.1, the subnet 192.168.1.10/24 -> /26 and the pool's gateway 192.168.2.1 -> 192.168.1.1, so the "
-         "range fits the pool's prefix 26 and the gateway is on its network)",
-         {"pools": [{"start": "192.168.0.10", "end": "192.168.0.10", "prefix": 24, "gateway": "192.168.0.1",
+    # The subnet is written with host bits: 192.168.1.10/24 starts at 192.168.1.11 (taken), as upstream's. Entry 1
+    # goes beyond the /26 the pool's prefix makes, and the gateways are off their entries' networks: accepted, with
+    # warnings, and allocated as upstream allocates.
+    Case("two pools, with subnet and override prefix in first",
+         {"pools": [{"start": "192.168.0.10", "end": "192.168.0.10", "prefix": 24, "gateway": "192.168.1.1",
                      "dnsServers": ["8.8.8.8"]},
-                    {"subnet": "192.168.1.10/26"}],
-          "prefix": 26, "gateway": "192.168.1.1", "dnsServers": ["8.8.4.4"]},
-         Gets("192.168.1.12", 26, "192.168.1.1", ("8.8.4.4",)), taken=("192.168.1.11", "192.168.0.10")),
-    Case("two pools, with subnet and override prefix (adapted: the pool's gateway 192.168.2.1 -> 192.168.0.1, on "
-         "the network of entry 0, which uses it)",
+                    {"subnet": "192.168.1.10/24"}],
+          "prefix": 26, "gateway": "192.168.2.1", "dnsServers": ["8.8.4.4"]},
+         Gets("192.168.1.12", 26, "192.168.2.1", ("8.8.4.4",)), taken=("192.168.1.11", "192.168.0.10")),
+    Case("two pools, with subnet and override prefix",
          {"pools": [{"start": "192.168.0.10", "end": "192.168.0.10"},
                     {"subnet": "192.168.1.10/24", "prefix": 24, "gateway": "192.168.1.1", "dnsServers": ["8.8.8.8"]}],
-          "prefix": 26, "gateway": "192.168.0.1", "dnsServers": ["8.8.4.4"]},
+          "prefix": 26, "gateway": "192.168.2.1", "dnsServers": ["8.8.4.4"]},
          Gets("192.168.1.12", 24, "192.168.1.1", ("8.8.8.8",)), taken=("192.168.1.11", "192.168.0.10")),
     Case("Exhausted pools start",
          {"pools": [{"start": "192.168.0.10", "end": "192.168.0.10"}], "prefix": 24, "gateway": "192.168.0.1"},
@@ -380,16 +381,15 @@ ALLOCATE = [
          taken=("192.168.0.1", "192.168.0.2")),
     Case("[ours: a subnet with no prefix anywhere gives its own prefix; upstream's IPAddress has prefix 0]",
          {"pools": [{"subnet": "192.168.0.0/24"}]}, Gets("192.168.0.1", 24)),
-    Case("[ours: a gateway off its entry's network is refused] One pool, pre-allocated, with overrides, as upstream "
-         "writes it",
-         {"pools": [{"start": "192.168.0.11", "end": "192.168.0.20", "prefix": 26, "gateway": "192.168.1.1"}],
-          "preAllocations": {"testref": "192.168.0.15"}, "prefix": 24, "gateway": "192.168.0.1"},
-         RefusedAtApply(r"spec\.pools\[0\]\.gateway: Invalid value: '192\.168\.1\.1': outside 192\.168\.0\.0/26, the "
-                        r"network of spec\.pools\[0\]")),
-    Case("[ours: a range that does not fit the network its prefix defines is refused] two pools, with subnet and "
-         "override prefix in first, as upstream writes its second entry",
-         {"pools": [{"subnet": "192.168.1.10/24"}], "prefix": 26},
-         RefusedAtApply(r"spec\.pools\[0\]\.subnet: Invalid value: '192\.168\.1\.254': outside 192\.168\.1\.0/26")),
+    # -- CAPM3's example cluster template, pool2 (examples/templates/cluster.yaml): a /24 subnet, prefix 25 --
+    Case("[ours: the gateway is never handed out; upstream gives 192.168.1.1] CAPM3's pool2, the first claim",
+         CAPM3_POOL2, Gets("192.168.1.2", 25, "192.168.1.1")),
+    Case("CAPM3's pool2: an address of the subnet's upper half, with prefix 25 and the pool's gateway, as upstream's",
+         CAPM3_POOL2, Gets("192.168.1.200", 25, "192.168.1.1"), requested="192.168.1.200"),
+    Case("CAPM3's pool2: the next after the lower half's addresses is 192.168.1.128, as upstream's "
+         "[ours: 192.168.1.127, the broadcast address of the /25 the prefix makes there, is never handed out]",
+         CAPM3_POOL2, Gets("192.168.1.128", 25, "192.168.1.1"),
+         taken=tuple(f"192.168.1.{i}" for i in range(2, 127))),
     Case("[ours: a preAllocation of the gateway is refused at apply]",
          {"pools": [{"subnet": "192.168.0.0/24"}], "gateway": "192.168.0.1",
           "preAllocations": {"testref": "192.168.0.1"}},
