@@ -69,7 +69,12 @@ COMMENT_MAX = 128  # nft's own limit on a rule's comment
 FILTER_TABLE = "metal3-firewall"
 NAT_TABLE = "metal3-firewall-nat"
 NFTABLES_CONF = "/etc/nftables.conf"
-SYSCTL_CONF = "/etc/sysctl.d/90-metal3-firewall.conf"
+# Forwarding's sysctl settings, outside /etc/sysctl.d: systemd-sysctl applies that directory at every boot before
+# any rule set loads, which would route unfiltered until (and unless) the rules apply. This file is applied only
+# once the rules applied: by the first boot's runcmd after ``nft -f`` succeeded, and at each later boot by
+# nftables.service after it loaded them (an ExecStartPost, which systemd runs only when ExecStart succeeded).
+FORWARDING_CONF = "/etc/metal3/firewall-forwarding.conf"
+NFTABLES_DROP_IN = "/etc/systemd/system/nftables.service.d/90-metal3-forwarding.conf"
 
 EGRESS_KEYS = ("comment", "protocol", "ports", "to")
 INGRESS_KEYS = ("comment", "protocol", "ports", "from", "to")
@@ -389,8 +394,10 @@ def _comment_of(rule: EgressRule | IngressRule) -> str:
 
 
 def firewall_user_data(ruleset: str, hostname: str | None = None) -> str:
-    """A ``#cloud-config`` document that installs ``ruleset`` as /etc/nftables.conf, applies it, enables IPv4 and
-    IPv6 forwarding and, where the unit exists, nftables.service (which applies the file again at each boot)."""
+    """A ``#cloud-config`` document that installs ``ruleset`` as /etc/nftables.conf, applies it and, only when it
+    applied, enables IPv4 and IPv6 forwarding; where the unit exists, nftables.service applies the file again at
+    each boot, and turns forwarding on only after it did (the firewall fails closed: rules that do not load leave
+    the machine routing nothing)."""
     if not HAS_YAML:  # pragma: no cover
         raise Invalid("PyYAML is needed to render cloud-init user data")
     config: dict[str, Any] = {}
@@ -403,14 +410,16 @@ def firewall_user_data(ruleset: str, hostname: str | None = None) -> str:
             config["fqdn"] = hostname
         config["preserve_hostname"] = False
     config["write_files"] = [
-        {"path": SYSCTL_CONF, "owner": "root:root", "permissions": "0644",
+        {"path": FORWARDING_CONF, "owner": "root:root", "permissions": "0644",
          "content": "net.ipv4.ip_forward = 1\nnet.ipv6.conf.all.forwarding = 1\n"},
+        {"path": NFTABLES_DROP_IN, "owner": "root:root", "permissions": "0644",
+         "content": f"[Service]\nExecStartPost=/bin/sh -c 'sysctl -p {FORWARDING_CONF}'\n"},
         {"path": NFTABLES_CONF, "owner": "root:root", "permissions": "0644", "content": ruleset},
     ]
     config["runcmd"] = [
-        ["sysctl", "--system"],
-        ["nft", "-f", NFTABLES_CONF],
-        ["sh", "-c", "if systemctl cat nftables.service >/dev/null 2>&1; then systemctl enable nftables.service; fi"],
+        ["sh", "-c", f"nft -f {NFTABLES_CONF} && sysctl -p {FORWARDING_CONF}"],
+        ["sh", "-c", "if systemctl cat nftables.service >/dev/null 2>&1; then systemctl daemon-reload; "
+                     "systemctl enable nftables.service; fi"],
     ]
     return "#cloud-config\n" + _dump_yaml(config)
 

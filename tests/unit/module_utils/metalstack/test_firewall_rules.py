@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import ipaddress
+import subprocess
 from typing import Any
 
 import pytest
@@ -11,8 +12,9 @@ import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack.firewall_rules import (
+    FORWARDING_CONF,
     NFTABLES_CONF,
-    SYSCTL_CONF,
+    NFTABLES_DROP_IN,
     EgressRule,
     FirewallRules,
     IngressRule,
@@ -277,17 +279,49 @@ def test_user_data_writes_and_applies_the_ruleset() -> None:
     files = {f["path"]: f for f in data["write_files"]}
     assert files[NFTABLES_CONF]["content"] == text  # verbatim
     assert files[NFTABLES_CONF]["permissions"] == "0644"
-    assert SYSCTL_CONF.startswith("/etc/sysctl.d/")
-    assert "net.ipv4.ip_forward = 1" in files[SYSCTL_CONF]["content"]
-    assert "net.ipv6.conf.all.forwarding = 1" in files[SYSCTL_CONF]["content"]
+    assert "net.ipv4.ip_forward = 1" in files[FORWARDING_CONF]["content"]
+    assert "net.ipv6.conf.all.forwarding = 1" in files[FORWARDING_CONF]["content"]
     runcmd = data["runcmd"]
-    assert runcmd.index(["sysctl", "--system"]) < runcmd.index(["nft", "-f", NFTABLES_CONF])
     assert any("systemctl enable nftables" in " ".join(command) for command in runcmd)
     # the rule set as a literal block, readable in the user data
     assert "content: |\n    # nftables rule set" in firewall_user_data(text)
     assert "hostname" not in user_data(text)
     odd = "tab\there \ntrailing space \n'quotes\" and # hash: colon\n"  # not a literal block: quoted, still verbatim
-    assert user_data(odd)["write_files"][1]["content"] == odd
+    assert user_data(odd)["write_files"][-1]["content"] == odd
+
+
+def test_forwarding_is_enabled_only_after_the_rules_applied() -> None:
+    """Issue 30 item 8: the firewall fails closed. Forwarding's settings are not in /etc/sysctl.d (systemd-sysctl
+    applies that at every boot, before any rule set loads); the first boot turns forwarding on only when ``nft -f``
+    succeeded, in the same command; later boots only in nftables.service's ExecStartPost, which systemd runs only
+    when the rules loaded; nothing runs sysctl before the rules."""
+    data = user_data(render_ruleset("10.8.4.0/24", parse_rules({"egressRules": [EGRESS]})))
+    files = {f["path"]: f for f in data["write_files"]}
+    assert not any(path.startswith(("/etc/sysctl.d/", "/usr/lib/sysctl.d/", "/run/sysctl.d/")) or
+                   path == "/etc/sysctl.conf" for path in files)
+    commands = [" ".join(command) for command in data["runcmd"]]
+    assert commands[0] == f"sh -c nft -f {NFTABLES_CONF} && sysctl -p {FORWARDING_CONF}"
+    assert not any("sysctl" in command for command in commands[1:])
+    assert files[NFTABLES_DROP_IN]["content"] == \
+        f"[Service]\nExecStartPost=/bin/sh -c 'sysctl -p {FORWARDING_CONF}'\n"
+
+
+@pytest.mark.parametrize(("nft_status", "forwarding"), [(1, False), (0, True)])
+def test_the_first_boots_commands_leave_forwarding_off_when_nft_fails(tmp_path, nft_status, forwarding) -> None:
+    """The runcmd as cloud-init runs it (each list an argv, run in order), with ``nft`` and ``sysctl`` replaced by
+    stand-ins that record their call: an ``nft -f`` that fails leaves forwarding off."""
+    calls = tmp_path / "calls"
+    for name, status in (("nft", nft_status), ("sysctl", 0), ("systemctl", 1)):
+        stub = tmp_path / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\nexit {status}\n')
+        stub.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    for command in user_data(render_ruleset("10.8.4.0/24", parse_rules({"egressRules": [EGRESS]})))["runcmd"]:
+        subprocess.run(command, env=env, check=False)
+    recorded = calls.read_text().splitlines()
+    assert recorded[0] == f"nft -f {NFTABLES_CONF}"
+    assert (f"sysctl -p {FORWARDING_CONF}" in recorded) is forwarding
+    assert not any(line.startswith("sysctl") for line in recorded[:1])
 
 
 def test_a_hostile_comment_injects_neither_yaml_nor_nft() -> None:
@@ -303,8 +337,8 @@ def test_a_hostile_comment_injects_neither_yaml_nor_nft() -> None:
         check_ruleset(text)
         data = user_data(text)
         assert list(data) == ["write_files", "runcmd"]
-        assert [f["path"] for f in data["write_files"]] == [SYSCTL_CONF, NFTABLES_CONF]
-        assert data["write_files"][1]["content"] == text
+        assert [f["path"] for f in data["write_files"]] == [FORWARDING_CONF, NFTABLES_DROP_IN, NFTABLES_CONF]
+        assert data["write_files"][-1]["content"] == text
         assert data["runcmd"] == user_data(benign)["runcmd"]
     hostile = parse_rules({"egressRules": [{**EGRESS, "comment": HOSTILE}]})
     applied = apply_ruleset(render_ruleset("10.8.4.0/24", hostile))
