@@ -39,8 +39,8 @@ GO
 log "resolving ansible-operator ${ANSIBLE_OPERATOR_VERSION} dependencies"
 go mod tidy >&2
 log "building ansible-operator (a few minutes on 2 cores)"
-go build -trimpath -ldflags="-s -w" -o "$BINARY.tmp" \
+go build -trimpath -ldflags="-s -w" -o "$BINARY.tmp.$$" \
   github.com/operator-framework/ansible-operator-plugins/cmd/ansible-operator >&2
-mv "$BINARY.tmp" "$BINARY"
+mv "$BINARY.tmp.$$" "$BINARY"
 
 echo "$BINARY"

@@ -50,8 +50,8 @@ version_flags="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8
 version_flags+=" -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/component-base/version.gitTreeState=clean"
 for cmd in kube-apiserver kube-controller-manager; do
   log "building ${cmd} (minutes on 2 cores)"
-  go build -trimpath -ldflags="-s -w ${version_flags}" -o "$CACHE/${cmd}.tmp" "k8s.io/kubernetes/cmd/${cmd}" >&2
-  mv "$CACHE/${cmd}.tmp" "$CACHE/${cmd}"
+  go build -trimpath -ldflags="-s -w ${version_flags}" -o "$CACHE/${cmd}.tmp.$$" "k8s.io/kubernetes/cmd/${cmd}" >&2
+  mv "$CACHE/${cmd}.tmp.$$" "$CACHE/${cmd}"
 done
 
 # etcd: its server module carries replace directives, so it needs a wrapper too.
@@ -68,7 +68,7 @@ GO
 log "resolving etcd ${ETCD_VERSION} dependencies"
 go mod tidy >&2
 log "building etcd"
-go build -trimpath -ldflags="-s -w" -o "$CACHE/etcd.tmp" go.etcd.io/etcd/server/v3 >&2
-mv "$CACHE/etcd.tmp" "$CACHE/etcd"
+go build -trimpath -ldflags="-s -w" -o "$CACHE/etcd.tmp.$$" go.etcd.io/etcd/server/v3 >&2
+mv "$CACHE/etcd.tmp.$$" "$CACHE/etcd"
 
 echo "$CACHE"
