@@ -9,6 +9,33 @@ pools, a Cluster's infrastructure reference). BareMetalHosts, their BMC Secrets 
 ``include_hosts``: then the hosts the machines consume move too, each with its status in the
 ``baremetalhost.metal3.io/status`` annotation, so that the target adopts it instead of provisioning it again.
 
+A move carries one cluster, not a namespace, so it meets what ``clusterctl move`` (which moves every cluster of a
+namespace at once) never splits: objects the cluster shares with the rest of the namespace. The rule, per kind:
+
+* An object that belongs to another cluster - its ``cluster.x-k8s.io/cluster-name`` label, or an IP pool's
+  ``spec.clusterName`` (ip-address-manager labels a pool from it and makes that Cluster its owner, which puts the
+  pool in that cluster's graph for clusterctl) - never moves, and nothing is followed through it.
+* An object that something outside the move uses - an ownerReference to it, a reference by name, an object it is
+  owned by that does not move, a host (other than those the cluster's machines consume) naming it - does not move:
+  - a Secret or ConfigMap stays behind in the source, untouched (neither paused nor deleted, its finalizers kept),
+    and the result lists it with why (``stayed``): these are data without state of their own, so a copy the user
+    makes in the target serves the moved objects that name them, and clusterctl itself leaves a Secret that is not
+    the cluster's (owned in its graph, or named ``<cluster>-*``) behind. Two exceptions are refused, since staying
+    would not leave it intact: a Secret owned by an object that moves (deleting the owner from the source lets
+    Kubernetes' garbage collector delete it) and the BMC credentials of a host that moves (the host could not be
+    managed in the target);
+  - any other kind refuses the move, naming the object and its users, before anything is written. An IPPool or
+    IPPrefixPool is the record of which addresses it has given out: moved, the cluster that stays would lose it;
+    left behind while the moved cluster's claims and addresses go, each store would give out the other's
+    addresses (clusterctl, which follows ownerReferences only, does leave a pool of no cluster behind while the
+    addresses it gave out move: that split is what is refused here). A template, a data
+    template (whose index allocation is the same kind of record), a claim or an address shared with another
+    cluster is the same: either side would be left half.
+* An object of another cluster that the moved cluster needs (names, or is owned by) refuses the move the same way,
+  unless it is a Secret or ConfigMap (it stays, listed).
+
+Hosts are the exception by design: a host stays (unless ``include_hosts``) while the machine that consumes it moves.
+
 The procedure is resumable after a crash between any two writes (the next run finishes it), and nothing is
 reconciled on both sides:
 
@@ -96,6 +123,10 @@ WORKLOAD_KINDS = (
     ("", "Secret"),
 )
 HOST_KIND = (split_api_version(bmh.API)[0], bmh.KIND)
+# The kinds that stay behind when something outside the move uses them (see the module's docstring); the others
+# refuse the move.
+SHAREABLE_KINDS = frozenset({("", "Secret"), ("", "ConfigMap")})
+POOL_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("ipam.metal3.io", "IPPrefixPool")})
 STEADY_HOST_STATES = frozenset(bmh.STABLE_STATES)
 
 
@@ -105,9 +136,11 @@ class MoveRefused(DomainError):
 
 @dataclass
 class MoveResult(Result):
-    """What a move came to: the objects it carries (kind, namespace, name, in creation order)."""
+    """What a move came to: the objects it carries (kind, namespace, name, in creation order), and those of its
+    graph that stay in the source (kind, namespace, name, reason)."""
 
     moved: list[dict[str, str]] = field(default_factory=list)
+    stayed: list[dict[str, str]] = field(default_factory=list)
 
 
 Key = tuple[str, str, str]  # (group, kind, name) in the move's namespace
@@ -137,26 +170,80 @@ class _Graph:
     """The objects of one namespace of a store, and the cluster's graph among them."""
 
     def __init__(self, store: Store, namespace: str, include_hosts: bool,
-                 only: tuple[tuple[str, str], ...] | None = None) -> None:
+                 only: tuple[tuple[str, str], ...] | None = None, source: bool = False) -> None:
         self.infos = {(info.group, info.kind): info for info in _kinds(include_hosts)
                       if only is None or (info.group, info.kind) in only}
         self.objects: dict[Key, Object] = {}
         for (group, kind), info in self.infos.items():
             for obj in store.list(_api_version(info), kind, namespace):
                 self.objects[(group, kind, obj["metadata"]["name"])] = obj
-        self.by_uid = {o["metadata"].get("uid"): k for k, o in self.objects.items()}
+        # What does not move but may use what moves, in the source: the hosts, when they stay.
+        self.others: dict[Key, Object] = {}
+        if source and not include_hosts:
+            for obj in store.list(bmh.API, bmh.KIND, namespace):
+                self.others[(*HOST_KIND, obj["metadata"]["name"])] = obj
+        self.by_uid = {o["metadata"].get("uid"): k for k, o in {**self.others, **self.objects}.items()}
         self.include_hosts = include_hosts
+        self.namespace = namespace
 
-    def discover(self, cluster: str) -> list[Key]:
-        """The cluster's objects, owners before dependents."""
+    def discover(self, cluster: str) -> tuple[list[Key], dict[Key, str]]:
+        """The cluster's objects, owners before dependents, and those of its graph that stay, with why; refused
+        (MoveRefused) when the graph cannot be cut from the rest of the namespace (see the module's docstring)."""
+        stays: dict[Key, str] = {}
+        while True:
+            found, foreign = self._reach(cluster, stays)
+            users = self._users(found)
+            more = {key: f"used outside the move by {self._list(users[key])} too" for key in found
+                    if users.get(key) and self._may_stay(key, found)}
+            if not more:
+                break
+            stays.update(more)
+        problems = [self._why_refused(key, users[key], cluster, found) for key in self._ordered(found)
+                    if users.get(key)]
+        for key, (needed_by, owner) in sorted(foreign.items()):
+            if key[:2] in SHAREABLE_KINDS and not self._owned_by(key, found):
+                stays[key] = (f"belongs to cluster {owner}, not to {cluster} (named by {self._list(needed_by)}: "
+                              "give the target a copy if they need it)")
+            else:
+                problems.append(f"{self._name(key)}: belongs to cluster {owner}, and is needed by "
+                                f"{self._list(needed_by)} of cluster {cluster}")
+        if problems:
+            raise MoveRefused(f"the move of cluster {self.namespace}/{cluster} is refused, nothing was written: "
+                              + "; ".join(problems))
+        return self._ordered(found), stays
+
+    def owner(self, obj: Object) -> str:
+        """The cluster ``obj`` belongs to: its cluster-name label, or a pool's spec.clusterName; '' for none."""
+        named = pause.cluster_name(obj)
+        if not named and (split_api_version(obj["apiVersion"])[0], obj["kind"]) in POOL_KINDS:
+            named = str((obj.get("spec") or {}).get("clusterName") or "")
+        return named
+
+    def _reach(self, cluster: str, stays: dict[Key, str]) -> tuple[set[Key], dict[Key, tuple[set[Key], str]]]:
+        """The cluster's graph, not through ``stays``; and the other clusters' objects it reaches (by whom, whose)."""
         found: set[Key] = set()
         for key, obj in self.objects.items():
+            if key in stays:
+                continue
             if key[2] == cluster and key[:2] in CLUSTER_KINDS or \
-                    pause.cluster_name(obj) == cluster and key[:2] not in (HOST_KIND, ("", "Secret")) or \
+                    self.owner(obj) == cluster and key[:2] not in (HOST_KIND, ("", "Secret")) or \
                     _annotations(obj).get(MOVING_ANNOTATION) == cluster:
                 found.add(key)
         # Secrets with the label are the cluster's (its kubeconfig, its CA); a labelled host moves only as consumed.
-        found |= {k for k, o in self.objects.items() if k[1] == "Secret" and pause.cluster_name(o) == cluster}
+        found |= {k for k, o in self.objects.items()
+                  if k[1] == "Secret" and pause.cluster_name(o) == cluster and k not in stays}
+        foreign: dict[Key, tuple[set[Key], str]] = {}
+
+        def take(key: Key, by: Key | None) -> bool:
+            """Whether ``key``, owned or named by ``by`` (None: owned), joins the set; another cluster's object
+            does not (named, it is noted; owned, it uses its owner, which _users finds)."""
+            owner = self.owner(self.objects[key])
+            if owner and owner != cluster:
+                if by is not None:
+                    foreign.setdefault(key, (set(), owner))[0].add(by)
+                return False
+            return key not in stays
+
         grown = True
         while grown:
             grown = False
@@ -164,24 +251,80 @@ class _Graph:
             for key, obj in self.objects.items():
                 if key in found:
                     continue
-                owners = {r.get("uid") for r in obj["metadata"].get("ownerReferences") or []}
-                if owners & uids or self._consumed(obj, found):
+                owned = any(r.get("uid") in uids for r in obj["metadata"].get("ownerReferences") or [])
+                if (owned or self._consumer(obj, found) is not None) and take(key, None):
                     found.add(key)
                     grown = True
             for key in list(found):
                 for named in self._named(self.objects[key]):
-                    if named in self.objects and named not in found:
+                    if named in self.objects and named not in found and take(named, key):
                         found.add(named)
                         grown = True
-        return self._ordered(found)
+        return found, foreign
 
-    def _consumed(self, obj: Object, found: set[Key]) -> bool:
-        """A host (with include_hosts) whose consumerRef is an object of the set."""
+    def _consumer(self, obj: Object, found: set[Key]) -> Key | None:
+        """For a host, its consumer (consumerRef) when that is an object of the set."""
         if (split_api_version(obj["apiVersion"])[0], obj["kind"]) != HOST_KIND:
-            return False
+            return None
         consumer = (obj.get("spec") or {}).get("consumerRef") or {}
         group = split_api_version(consumer.get("apiVersion", ""))[0]
-        return (group, consumer.get("kind", ""), consumer.get("name", "")) in found
+        key = (group, consumer.get("kind", ""), consumer.get("name", ""))
+        return key if key in found else None
+
+    def _uses(self, obj: Object) -> Iterator[Key]:
+        """What ``obj`` depends on: its owners, and the objects it names."""
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if ref.get("uid") in self.by_uid:
+                yield self.by_uid[ref["uid"]]
+        yield from self._named(obj)
+
+    def _users(self, found: set[Key]) -> dict[Key, set[Key]]:
+        """For each object of ``found``, what outside it uses it: names it or is owned by it, or owns it (an owner
+        that does not move: the object is its). The hosts the set consumes do not count (they stay by design)."""
+        users: dict[Key, set[Key]] = {}
+        for key, obj in {**self.others, **self.objects}.items():
+            if key in found or self._consumer(obj, found) is not None:
+                continue
+            for used in self._uses(obj):
+                if used in found:
+                    users.setdefault(used, set()).add(key)
+        for key in found:
+            for ref in self.objects[key]["metadata"].get("ownerReferences") or []:
+                owner = self.by_uid.get(ref.get("uid"))
+                if owner is not None and owner not in found and owner[:2] != HOST_KIND:
+                    users.setdefault(key, set()).add(owner)
+        return users
+
+    def _owned_by(self, key: Key, found: set[Key]) -> list[Key]:
+        owners = (self.by_uid.get(r.get("uid")) for r in self.objects[key]["metadata"].get("ownerReferences") or [])
+        return [k for k in owners if k in found]
+
+    def _may_stay(self, key: Key, found: set[Key]) -> bool:
+        """Whether ``key``, used outside the move, stays in the source rather than refusing the move."""
+        if key[:2] not in SHAREABLE_KINDS or self._owned_by(key, found):
+            return False
+        return not any(k[:2] == HOST_KIND and
+                       ((self.objects[k].get("spec") or {}).get("bmc") or {}).get("credentialsName") == key[2]
+                       for k in found)
+
+    def _why_refused(self, key: Key, users: set[Key], cluster: str, found: set[Key]) -> str:
+        why = f"{self._name(key)}: used outside the move of cluster {cluster} by {self._list(users)}"
+        owners = self._owned_by(key, found)
+        if key[:2] in POOL_KINDS:
+            return why + (": a pool is the record of the addresses it gave out, and split between two stores "
+                          "each would give out the other's; give the cluster a pool of its own")
+        if key[:2] in SHAREABLE_KINDS:
+            if owners:
+                return why + (f", and it is owned by {self._list(set(owners))}, which moves (deleted from the "
+                              "source, its owner would take it along)")
+            return why + ", and it holds the BMC credentials of a host that moves"
+        return why + ": it cannot be in both stores, and moving it alone would leave either side half"
+
+    def _name(self, key: Key) -> str:
+        return f"{key[1]} {self.namespace}/{key[2]}"
+
+    def _list(self, keys: set[Key]) -> str:
+        return ", ".join(self._name(k) for k in sorted(keys, key=lambda k: (k[1], k[2])))
 
     def _named(self, obj: Object) -> Iterator[Key]:
         """The objects ``obj`` names (in its namespace): references in its spec, a machine's host annotations."""
@@ -202,6 +345,14 @@ class _Graph:
             yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
         if obj["kind"] == bmh.KIND:
             yield ("metal3.io", "HardwareData", obj["metadata"]["name"])
+        group = split_api_version(obj["apiVersion"])[0]
+        if group == "ipam.metal3.io" and obj["kind"] in ("IPClaim", "IPAddress", "IPPrefixClaim", "IPPrefix"):
+            # their pool and claim: {name} references without a kind (the kind is the referring one's)
+            stem = "IPPrefix" if obj["kind"].startswith("IPPrefix") else "IP"
+            for field_name, ref_kind in (("pool", f"{stem}Pool"), ("claim", f"{stem}Claim")):
+                ref = (obj.get("spec") or {}).get(field_name) or {}
+                if isinstance(ref, dict) and ref.get("name") and (ref.get("namespace") or namespace) == namespace:
+                    yield (group, ref_kind, str(ref["name"]))
         yield from _references(obj.get("spec"), namespace or "", "")
 
     def _ordered(self, found: set[Key]) -> list[Key]:
@@ -396,10 +547,11 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
     HostClaims reach the hosts that stay behind."""
     check_name(cluster, "cluster")
     check_namespace(namespace, "namespace")
-    graph = _Graph(source, namespace, include_hosts)
+    graph = _Graph(source, namespace, include_hosts, source=True)
     has_cluster = any((*kind, cluster) in graph.objects for kind in CLUSTER_KINDS)
-    keys = graph.discover(cluster) if has_cluster or any(
-        _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else []
+    keys, stays = graph.discover(cluster) if has_cluster or any(
+        _annotations(o).get(MOVING_ANNOTATION) == cluster for o in graph.objects.values()) else ([], {})
+    stayed = [{**_describe(k, namespace), "reason": why} for k, why in sorted(stays.items(), key=lambda i: i[0][1:])]
     if claims_identity_ref:
         check_name(claims_identity_ref, "claims_identity_ref")
     # The target's side of the move, listed once: kept up to date below with what this run writes there.
@@ -410,7 +562,8 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
     objects = [graph.objects[k] for k in keys]
     if dry_run:
         return MoveResult(None, bool(objects or _moving(target_graph, cluster)), None,
-                          f"would move {len(objects)} objects" if objects else "nothing to move", moved=moved)
+                          (f"would move {len(objects)} objects" if objects else "nothing to move") + _staying(stayed),
+                          moved=moved, stayed=stayed)
     changed = False
     # 1. pause in the source
     for i, obj in enumerate(objects):
@@ -448,6 +601,12 @@ def move_cluster(source: Store, target: Store, cluster: str, namespace: str, inc
             target.patch(_ref(obj), patch)
             changed = True
     if not objects and not changed:
-        return MoveResult(None, False, None, f"Cluster {namespace}/{cluster} was moved already")
-    return MoveResult(None, changed, None, f"moved {len(objects)} objects" if objects else "finished the move",
-                      moved=moved)
+        return MoveResult(None, False, None, f"Cluster {namespace}/{cluster} was moved already" + _staying(stayed),
+                          stayed=stayed)
+    return MoveResult(None, changed, None,
+                      (f"moved {len(objects)} objects" if objects else "finished the move") + _staying(stayed),
+                      moved=moved, stayed=stayed)
+
+
+def _staying(stayed: list[dict[str, str]]) -> str:
+    return f"; {len(stayed)} of its graph stay in the source (see stayed)" if stayed else ""
