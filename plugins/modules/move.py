@@ -24,8 +24,17 @@ description:
     pause annotation), creates each object in the target owners first with its status, deletes it from the source
     with its finalizers removed (no reconcile acts on the deletion), then unpauses in the target what it paused.
   - A move interrupted at any point finishes when run again; a move of a cluster already moved changes nothing.
+  - It moves one cluster, never what belongs to or is used by the rest of the namespace. An object labelled
+    C(cluster.x-k8s.io/cluster-name) for another cluster (or an IP pool whose C(spec.clusterName) names another)
+    never moves. A Secret or ConfigMap that objects outside the move also use (another cluster's objects, a host
+    that stays) stays in the source untouched, and RV(stayed) lists it with why (check mode too); the moved
+    objects that name it need a copy in the target.
   - The move is refused, naming the object and why and writing nothing, when the cluster is in neither store,
-    when the target holds an object of the same name that the move did not make, or when a host is busy.
+    when the target holds an object of the same name that the move did not make, when a host is busy, or when it
+    would split an object of another kind from its users - an IPPool another cluster takes addresses from (each
+    store would give out the other's addresses), another cluster's pool or template that this cluster needs, a
+    Secret another cluster uses but that an object of the move owns, or the BMC credentials of a moving host that
+    another host uses.
 options:
   cluster:
     description: Name of the Cluster to move.
@@ -139,8 +148,18 @@ moved:
   type: list
   elements: dict
   sample: [{"kind": "Cluster", "namespace": "metal3", "name": "c1"}]
+stayed:
+  description:
+    - The objects of the cluster's graph that stay in the source (or, in check mode, would stay), with why - a
+      Secret or ConfigMap used outside the move, or one of another cluster's that the moved objects name.
+      Nothing of them is written.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "Secret", "namespace": "metal3", "name": "shared-user-data",
+            "reason": "used outside the move by Metal3Machine metal3/other-0 too"}]
 message:
-  description: How many objects moved, or that the cluster had been moved already.
+  description: How many objects moved, or that the cluster had been moved already; how many stayed.
   returned: always
   type: str
 """
@@ -162,7 +181,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     with open_store(store_options(params["source"])) as source, open_store(store_options(params["target"])) as target:
         result = move_cluster(source, target, params["cluster"], params["namespace"], params["include_hosts"],
                               dry_run=check_mode, claims_identity_ref=params["claims_identity_ref"])
-    return {"changed": result.changed, "message": result.message, "moved": result.moved}
+    return {"changed": result.changed, "message": result.message, "moved": result.moved, "stayed": result.stayed}
 
 
 SPEC = ModuleSpec(

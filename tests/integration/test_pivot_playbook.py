@@ -47,3 +47,42 @@ def test_the_pivot_playbook_names_the_variables_it_wants(tmp_path: Path):
     assert not run.ok
     assert "pivot needs pivot_cluster" in run.output and "pivot_from and pivot_to" in run.output
     assert "Traceback" not in run.output
+
+
+def test_what_another_cluster_uses_stays_and_check_mode_says_so(tmp_path: Path):
+    """c1's machine and c2's machine share a user data Secret: check mode lists it as staying, writes nothing; the
+    move leaves it, and c2's objects, in the source as they were."""
+    source = {"backend": "local", "store_path": str(tmp_path / "bastion.db")}
+    target = {"backend": "local", "store_path": str(tmp_path / "cluster.db")}
+    image = {"url": "http://x/i.img", "checksum": "http://x/i.sha"}
+    with open_store(source) as store:
+        store.create({"apiVersion": INFRA, "kind": "Metal3Cluster", "metadata": {"name": "c1", "namespace": NS},
+                      "spec": {"controlPlaneEndpoint": {"host": "192.0.2.10", "port": 6443}}})
+        store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared-user-data", "namespace": NS},
+                      "stringData": {"value": "#cloud-config"}})
+        for cluster in ("c1", "c2"):
+            store.create({"apiVersion": INFRA, "kind": "Metal3Machine",
+                          "metadata": {"name": f"{cluster}-m0", "namespace": NS,
+                                       "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                          "spec": {"image": image, "userData": {"name": "shared-user-data"}}})
+        before = {kind: store.list(api, kind, NS) for api, kind in ((INFRA, "Metal3Machine"), ("v1", "Secret"))}
+    extra = {"pivot_cluster": "c1", "pivot_namespace": NS, "pivot_from": source, "pivot_to": target}
+    reason = "used outside the move by Metal3Machine metal3/c2-m0 too"
+
+    check = ansible_playbook(PLAYBOOK, extra, "--check")
+    assert check.ok, check.output
+    assert "Secret  metal3     shared-user-data  " + reason in check.output
+    with open_store(source) as bastion, open_store(target) as cluster:
+        assert {kind: bastion.list(api, kind, NS) for api, kind in ((INFRA, "Metal3Machine"), ("v1", "Secret"))} \
+            == before
+        assert cluster.list(INFRA, "Metal3Machine", NS) == []
+
+    run = ansible_playbook(PLAYBOOK, extra, "-v")
+    assert run.ok, run.output
+    assert reason in run.output and '"stayed": [' in run.output
+    with open_store(source) as bastion, open_store(target) as cluster:
+        assert [m["metadata"]["name"] for m in cluster.list(INFRA, "Metal3Machine", NS)] == ["c1-m0"]
+        assert cluster.list("v1", "Secret", NS) == []
+        assert bastion.list("v1", "Secret", NS) == before["Secret"]
+        assert bastion.list(INFRA, "Metal3Machine", NS) == [m for m in before["Metal3Machine"]
+                                                            if m["metadata"]["name"] == "c2-m0"]
