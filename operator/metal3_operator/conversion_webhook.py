@@ -13,14 +13,21 @@ import os
 import ssl
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from metal3_operator.serving import BoundedHandler, BoundedServer, Limits, MiB
+
 PATH = "/convert"
-# A ConversionReview holds whole objects; kube-apiserver sends at most a list's worth (3 MiB etcd objects).
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
+# What one client may hold of the webhook. A ConversionReview holds whole objects, each at most what etcd stores
+# (kube-apiserver's 3 MiB request limit, etcd's 1.5 MiB value limit); 8 MiB takes several of the largest, or a
+# list of thousands of CAPM3 objects, and a bigger body is answered 413. 64 connections at once (each a thread, and
+# at most one body in memory); 10 s for a connection to finish its TLS handshake and start its request, and 10 s
+# from there to the end of its body: a connection that never speaks, or dribbles, is closed, and never holds up
+# another (the handshake runs on the connection's thread, not in accept()).
+LIMITS = Limits(connections=64, idle=10.0, read=10.0, body=8 * MiB)
+MAX_REQUEST_BYTES = LIMITS.body
 
 
 def _conversion() -> ModuleType:
@@ -48,18 +55,27 @@ def review(request: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        length = int(self.headers.get("Content-Length") or 0)
-        if self.path.split("?")[0] != PATH or not 0 < length <= MAX_REQUEST_BYTES:
-            self._reply(404 if self.path.split("?")[0] != PATH else 400, {"error": "POST a ConversionReview"})
+        if self.path.split("?")[0] != PATH:
+            self.close_connection = True  # its body is not read
+            self._reply(404, {"error": "POST a ConversionReview"})
+            return
+        body = self.read_body()
+        if body is None:
+            return  # refused (411, 413) or the client went away
+        if not body:
+            self._reply(400, {"error": "POST a ConversionReview"})
             return
         try:
-            request = json.loads(self.rfile.read(length))
+            request = json.loads(body)
         except ValueError:
             self._reply(400, {"error": "the body is not JSON"})
             return
         self._reply(200, review(request if isinstance(request, dict) else {}))
+
+    def refuse(self, code: int, message: str) -> None:
+        self._reply(code, {"error": message})
 
     def _reply(self, code: int, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()
@@ -69,23 +85,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args: Any) -> None:
-        pass  # one line per conversion would drown the operator's log
-
 
 def _address(bind: str) -> tuple[str, int]:
     host, _colon, port = bind.rpartition(":")
     return host or "0.0.0.0", int(port)
 
 
-def serve(bind: str, cert_file: Path, key_file: Path) -> ThreadingHTTPServer:
+def serve(bind: str, cert_file: Path, key_file: Path, limits: Limits = LIMITS) -> BoundedServer:
     """The webhook over TLS on ``bind`` ('host:port'), on a daemon thread; kube-apiserver only speaks HTTPS to it."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert_file), str(key_file))
-    server = ThreadingHTTPServer(_address(bind), _Handler)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server = BoundedServer(_address(bind), _Handler, limits, tls=context)
     threading.Thread(target=server.serve_forever, name=f"conversion-{bind}", daemon=True).start()
     return server
 
