@@ -7,16 +7,20 @@ controller-runtime (``controller_runtime_reconcile_total``, ``workqueue_depth``,
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from metal3_operator.serving import BoundedHandler, BoundedServer, Limits
 
 if TYPE_CHECKING:
     from metal3_operator.watches import Watch
     from metal3_operator.workqueue import WorkQueue
 
 BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
+# Probes and scrapes are GETs without a body, a few at a time: a connection that does not send its request within
+# 10 s is closed, and idle ones never stop a probe (kubelet would restart the operator).
+LIMITS = Limits(connections=32, idle=10.0, read=10.0, body=0)
 
 
 class Metrics:
@@ -48,10 +52,11 @@ def _address(bind: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def serve(bind: str, routes: dict[str, Callable[[], tuple[int, str, bytes]]]) -> ThreadingHTTPServer:
+def serve(bind: str, routes: dict[str, Callable[[], tuple[int, str, bytes]]],
+          limits: Limits | None = None) -> BoundedServer:
     """An HTTP server for ``routes`` (path -> (status, content type, body)) on a daemon thread."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(BoundedHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             route = routes.get(self.path.split("?")[0])
             code, content_type, body = route() if route else (404, "text/plain", b"not found\n")
@@ -61,11 +66,7 @@ def serve(bind: str, routes: dict[str, Callable[[], tuple[int, str, bytes]]]) ->
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: Any) -> None:
-            pass  # probes every few seconds would drown the log
-
-    server = ThreadingHTTPServer(_address(bind), Handler)
-    server.daemon_threads = True
+    server = BoundedServer(_address(bind), Handler, limits or LIMITS)
     threading.Thread(target=server.serve_forever, name=f"http-{bind}", daemon=True).start()
     return server
 

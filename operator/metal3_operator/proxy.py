@@ -23,13 +23,15 @@ import urllib.parse
 from collections import Counter as Tally
 from collections import OrderedDict
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Callable
 
 import urllib3
 import yaml
 from kubernetes import client
+
+from metal3_operator.serving import BoundedHandler, BoundedServer, Limits, MiB
 
 log = logging.getLogger("metal3_operator.proxy")
 
@@ -44,6 +46,11 @@ WATCH_TIMEOUT = urllib3.Timeout(connect=10, read=None)
 # Versions remembered at most (the oldest go first): a forgotten one only lets a stale read through.
 REMEMBERED = 10_000
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+# What one client may hold of the proxy: it listens on loopback, but every process of the pod reaches it, and a URL
+# a tenant names could be fetched from there. 8 MiB of body (kube-apiserver refuses any over 3 MiB), 512
+# connections at once (a role's module keeps one; watches hold theirs while they stream), 60 s for a kept-alive
+# connection's next request and 60 s from a request's first byte to the end of its body.
+LIMITS = Limits(connections=512, idle=60.0, read=60.0, body=8 * MiB, wait=1.0)
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ class Proxy:
     """``Proxy(api, lookup).start()``; ``url``, ``write_kubeconfig(path)``, ``counts()``, ``shutdown()``."""
 
     def __init__(self, api: client.ApiClient, lookup: Lookup | None = None, host: str = "127.0.0.1", port: int = 0,
-                 registry: Any = None) -> None:
+                 registry: Any = None, limits: Limits | None = None) -> None:
         self.api = api
         self.upstream = api.configuration.host.rstrip("/")
         self.lookup = lookup
@@ -125,8 +132,7 @@ class Proxy:
                                     "Requests of the roles through the proxy, by verb, resource and source "
                                     "(cache: answered from the watch cache; api: forwarded)",
                                     ["verb", "resource", "source"], registry=registry)
-        self.server = ThreadingHTTPServer((host, port), _handler(self))
-        self.server.daemon_threads = True
+        self.server = BoundedServer((host, port), _handler(self), limits or LIMITS)
 
     @property
     def url(self) -> str:
@@ -218,14 +224,11 @@ class Proxy:
 
 
 def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(BoundedHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: a role's module makes its requests on one connection
         # Headers and body are two writes: with Nagle's algorithm the body would wait for the client's delayed
         # ACK, 40 ms a request.
         disable_nagle_algorithm = True
-
-        def log_message(self, *args: Any) -> None:
-            pass  # every request of every role would flood the operator's log
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's names
             self._serve()
@@ -240,12 +243,14 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 proxy._count(request, "cache")  # before the answer: whoever got it finds it counted
                 self._answer(200, json.dumps(obj).encode(), {"Content-Type": "application/json", "X-Cache": "HIT"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
+            body = self.read_body(required=False)
+            if body is None:
+                return  # refused (411, 413), or the role went away
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             proxy.api.update_params_for_auth(headers, [], ["BearerToken"], self.path, self.command, None)
             try:
-                answer = proxy._pool.urlopen(self.command, proxy.upstream + self.path, body=body, headers=headers,
+                answer = proxy._pool.urlopen(self.command, proxy.upstream + self.path, body=body or None,
+                                             headers=headers,
                                              redirect=False, retries=False, preload_content=request.verb != "watch",
                                              decode_content=False,
                                              timeout=WATCH_TIMEOUT if request.verb == "watch" else TIMEOUT)
@@ -292,9 +297,20 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 answer.release_conn()
 
         def _unavailable(self, error: Exception) -> None:
-            message = f"the operator's proxy cannot reach the API server at {proxy.upstream}: {error}"
+            self._status(503, "ServiceUnavailable",
+                         f"the operator's proxy cannot reach the API server at {proxy.upstream}: {error}")
+
+        def refuse(self, code: int, message: str) -> None:
+            reasons = {411: "LengthRequired", 413: "RequestEntityTooLarge"}
+            self._status(code, reasons.get(code, "BadRequest"), message)
+
+        def _status(self, code: int, reason: str, message: str) -> None:
+            """A Status, as kube-apiserver answers a failure."""
             status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                      "message": message, "reason": "ServiceUnavailable", "code": 503}
-            self._answer(503, json.dumps(status).encode(), {"Content-Type": "application/json"})
+                      "message": message, "reason": reason, "code": code}
+            headers = {"Content-Type": "application/json"}
+            if self.close_connection:
+                headers["Connection"] = "close"
+            self._answer(code, json.dumps(status).encode(), headers)
 
     return Handler
