@@ -129,7 +129,7 @@ lab-demo: lab-images lab
 lab-demo-clean: venv collection
 	ip netns exec metal3-lab env $(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab-demo.yml -e lab_state=absent
 
-cluster: venv kube-binaries
+cluster: venv collection kube-binaries
 	$(BIN)/python -m tests.harness.cluster up --dir $(CLUSTER_DIR)
 
 cluster-down: venv

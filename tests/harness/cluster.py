@@ -31,11 +31,14 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO / "operator") not in sys.path:
-    sys.path.append(str(REPO / "operator"))  # metal3_operator.crds, when this file runs as a script
+for _path in (REPO / "operator", REPO / "build" / "collections"):
+    # metal3_operator.crds, and the engine's conversion it imports, when this file runs as a script (`make cluster`)
+    if str(_path) not in sys.path:
+        sys.path.append(str(_path))
 CRD_FILES = [*sorted((REPO / "config" / "crd").glob("*.yaml")),
              *sorted((REPO / "tests" / "fixtures" / "crd").glob("*.yaml"))]
 READY_TIMEOUT = 90.0
+COLLECTION = REPO / "build" / "collections" / "ansible_collections" / "metal3" / "baremetal"
 
 
 class ClusterError(Exception):
@@ -126,16 +129,28 @@ class KubeCluster:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> KubeCluster:
+        """Start it all and wait until it serves; a start that fails at any point stops what it had started."""
         bin_dir = self.bin_dir or binaries_dir()
         for component in ("etcd", "kube-apiserver"):
             if not (bin_dir / component).exists():
                 raise ClusterError(f"{component} is missing from {bin_dir}: run `make kube-binaries`")
+        if not COLLECTION.is_dir():  # the conversion webhook imports the engine from there
+            raise ClusterError(f"the collection is not installed at {COLLECTION.relative_to(REPO)}: "
+                               "run `make collection`")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)
+        try:
+            self._start(bin_dir)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, bin_dir: Path) -> None:
         _write_pki(self.workdir)
         self.token = secrets.token_hex(16)
         (self.workdir / "tokens.csv").write_text(f'{self.token},admin,{uuid.uuid4()},"system:masters"\n')
         etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
-        atexit.register(self.stop)
         self._spawn("etcd", [
             str(bin_dir / "etcd"), "--data-dir", str(self.workdir / "etcd"), "--name", "metal3-test",
             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -167,14 +182,18 @@ class KubeCluster:
                 "--controllers=garbagecollector,namespace", "--leader-elect=false", "--secure-port=0",
                 "--use-service-account-credentials=false", "--v=1",
             ])
-        (self.workdir / "pids").write_text("".join(f"{p.pid}\n" for p in self.processes.values()))
-        return self
+
+    @property
+    def pids_file(self) -> Path:
+        """The processes started, one pid a line: what `cluster.py down` stops. Written as each one starts."""
+        return self.workdir / "pids"
 
     def _spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
         self.commands[name] = (command, env)
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pids_file.write_text("".join(f"{p.pid}\n" for p in self.processes.values()))
 
     def _start_conversion_webhook(self) -> None:
         """The webhook on a free loopback port, serving with the apiserver's certificate (its SAN has 127.0.0.1)."""
@@ -242,6 +261,7 @@ class KubeCluster:
         self.kubeconfig.chmod(0o600)
 
     def stop(self) -> None:
+        stopped = bool(self.processes)
         for process in reversed(list(self.processes.values())):
             if process.poll() is None:
                 process.terminate()
@@ -252,6 +272,8 @@ class KubeCluster:
                 process.kill()
                 process.wait()
         self.processes.clear()
+        if stopped:
+            self.pids_file.unlink(missing_ok=True)
 
     def stop_api(self) -> None:
         """Stop kube-apiserver alone (etcd keeps the cluster's state): the API is down until start_api()."""
@@ -316,8 +338,12 @@ def _up(directory: Path) -> int:
         return 1
     cluster = KubeCluster(directory)
     cluster.start()
+    try:
+        installed = cluster.install_crds()
+    except BaseException:
+        cluster.stop()  # a cluster that is not what `up` promises is not left running
+        raise
     atexit.unregister(cluster.stop)  # detached: it outlives this command
-    installed = cluster.install_crds()
     print(f"kube-apiserver {cluster.server} ready; {len(installed)} CRDs installed")
     print(f"export KUBECONFIG={cluster.kubeconfig.resolve()}")
     return 0
