@@ -204,8 +204,20 @@ class _Facts:
                 self.addresses.setdefault((address["metadata"].get("namespace"), claim), {})[pool] = spec["address"]
         self.machine_claims = {split_reference(_annotations(m)[HOST_CLAIM_ANNOTATION], m["metadata"]["namespace"])
                                for m in objects.get(MACHINE[1], []) if _annotations(m).get(HOST_CLAIM_ANNOTATION)}
+        # A host's failure domain: where a machine or claim landed, which may not be the domain it asked for.
+        self.host_domains: dict[tuple[str, str], str] = {
+            (h["metadata"].get("namespace") or "", h["metadata"]["name"]):
+                str((h["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL, ""))
+            for h in objects.get(HOST[1], [])}
         self.consumers = {(kind, ns, o["metadata"]["name"]) for (_api, kind) in (MACHINE, CLAIM)
                           for o in objects.get(kind, []) for ns in [o["metadata"].get("namespace")]}
+
+    def landed(self, host: str, namespace: str | None, asked: str) -> str:
+        """The failure domain of ``host`` (``<namespace>/<name>``), where its consumer landed; ``asked`` while the
+        host is unknown (none yet, or not listed)."""
+        if not host:
+            return asked
+        return self.host_domains.get(split_reference(host, namespace or ""), asked)
 
     def made_by_machine(self, claim: Object) -> bool:
         return (claim["metadata"].get("namespace"), claim["metadata"]["name"]) in self.machine_claims
@@ -231,7 +243,8 @@ class _Facts:
             host = f"{bound.get('namespace', namespace)}/{bound['name']}" if bound.get("name") else ""
         role = "control_plane" if CONTROL_PLANE_LABEL in labels else "worker"
         cluster = labels.get(CLUSTER_NAME_LABEL) or ((machine or {}).get("spec") or {}).get("clusterName", "")
-        failure_domain = spec.get("failureDomain") or ((machine or {}).get("spec") or {}).get("failureDomain", "")
+        failure_domain = self.landed(host, namespace, spec.get("failureDomain")
+                                     or ((machine or {}).get("spec") or {}).get("failureDomain", ""))
         data_name = (status.get("renderedData") or {}).get("name")
         state = _machine_state(m3m, self.clusters.get((namespace, cluster)), host)
         variables = _variables(m3m, host, failure_domain, state, spec.get("providerID", ""), cluster, role,
@@ -245,7 +258,8 @@ class _Facts:
         host = f"{bound.get('namespace', claim['metadata'].get('namespace'))}/{bound['name']}" if bound.get("name") \
             else ""
         labels = _labels(claim)
-        failure_domain = (claim.get("spec") or {}).get("failureDomain") or labels.get(FAILURE_DOMAIN_LABEL, "")
+        asked = (claim.get("spec") or {}).get("failureDomain") or labels.get(FAILURE_DOMAIN_LABEL, "")
+        failure_domain = self.landed(host, claim["metadata"].get("namespace"), asked)
         state = "deleting" if claim["metadata"].get("deletionTimestamp") else (status.get("state") or
                                                                                ("bound" if host else "pending"))
         variables = _variables(claim, host, failure_domain, state, "", labels.get(CLUSTER_NAME_LABEL, ""), "",

@@ -125,7 +125,19 @@ machines:
       description: C(spec.providerID).
       type: str
     failure_domain:
-      description: C(spec.failureDomain).
+      description:
+        - Where the machine landed, the failure domain of the host it holds (its label
+          C(infrastructure.cluster.x-k8s.io/failure-domain)); before it holds one, the domain it asked for.
+        - The asked domain is a preference (unless O(strict_failure_domain)), so the two may differ.
+      type: str
+    requested_failure_domain:
+      description: The failure domain the machine asked for, C(spec.failureDomain) (else its Machine's).
+      type: str
+    placement:
+      description:
+        - When the machine landed outside the domain it asked for, that and why
+          (C(asked az-a, placed in az-b: no free host in az-a)), as its condition C(FailureDomainPlaced) says;
+          empty otherwise.
       type: str
     addresses:
       description: C(status.addresses).

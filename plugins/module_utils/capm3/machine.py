@@ -76,6 +76,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
 )
 
 READY_REASON = "Ready"  # Cluster API's ReadyReason, as upstream's v1beta2 Ready condition gives it
+# Where the machine landed against the failure domain it asked for (spec.failureDomain, else its Machine's): True
+# in it; False when no host of that domain was free and it took one of another (the domain is a preference).
+FAILURE_DOMAIN_CONDITION = "FailureDomainPlaced"
+IN_DOMAIN_REASON = "InRequestedFailureDomain"
+FALLBACK_REASON = "PlacedInAnotherFailureDomain"
 WAIT = 1.0
 NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
 
@@ -91,14 +96,21 @@ class MachineResult(Result):
     host: str = ""
     data: list[DataResult] = field(default_factory=list)
     host_class: str = BAREMETAL
+    failure_domain: str | None = None  # where the machine landed: its host's failure domain; None: no host seen
+    placement: str = ""  # when it landed outside the failure domain it asked for, that and why
+    requested_failure_domain: str | None = None  # spec.failureDomain, else its Machine's; None: spec's
 
     def summary(self) -> dict[str, Any]:
         metadata = (self.obj or {}).get("metadata") or {}
         spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
+        asked = spec.get("failureDomain", "") if self.requested_failure_domain is None \
+            else self.requested_failure_domain
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
                 "ready": self.ready, "host": self.host, "host_class": self.host_class,
                 "provider_id": spec.get("providerID", ""),
-                "failure_domain": spec.get("failureDomain", ""), "addresses": status.get("addresses", []),
+                "failure_domain": asked if self.failure_domain is None else self.failure_domain,
+                "requested_failure_domain": asked, "placement": self.placement,
+                "addresses": status.get("addresses", []),
                 "rendered_data": status.get("renderedData"), "meta_data": status.get("metaData"),
                 "network_data": status.get("networkData"), "requeue_after": self.requeue_after,
                 "waits_on": self.wait_targets(), "message": self.message}
@@ -139,6 +151,7 @@ class _Flow:
         self.machines = machines
         self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
         self.claim_view: Object | None = None  # HostClaim mode: the host as the claim showed it this reconcile
+        self.landed: str | None = None  # the failure domain of the host it holds, once seen this reconcile
         self.ref = Ref.of(m3m)
         self.consumer = Consumer.of(m3m)
         self.changed = False
@@ -172,7 +185,16 @@ class _Flow:
              data: list[DataResult] | None = None, waits_on: list[Ref] | None = None) -> MachineResult:
         return MachineResult(self.m3m, self.changed, requeue, message or phase, waits_on or [], phase=phase,
                              ready=ready, host=self.bound_host or self.host_name, data=data or [],
-                             host_class=self.host_class)
+                             host_class=self.host_class, failure_domain=self.landed, placement=self._placement(),
+                             requested_failure_domain=self._failure_domain() or "")
+
+    def _placement(self) -> str:
+        """Why the machine is not in the failure domain it asked for, or "": the domain is a preference, and a
+        machine that found no free host there took one of another domain (unless strict)."""
+        asked = self._failure_domain()
+        if not asked or self.landed is None or self.landed == asked:
+            return ""
+        return f"asked {asked}, placed in {self.landed or 'no failure domain'}: no free host in {asked}"
 
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self) -> MachineResult:
@@ -185,6 +207,7 @@ class _Flow:
         host, waiting = self._claim() if self.claim_mode else self._associate()
         if host is None:
             return waiting
+        self.landed = (host["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL, "")
         steps: list[DataResult] = []
         template = self._data_template(host)
         if template:
@@ -434,6 +457,11 @@ class _Flow:
                                                      "Metal3DataSecretsReady")
             status["conditions"] = set_condition(status["conditions"], "Ready", ready,
                                                  READY_REASON if ready else "WaitingForHost")
+            if self._failure_domain() and self.landed is not None:
+                placement = self._placement()
+                status["conditions"] = set_condition(
+                    status["conditions"], FAILURE_DOMAIN_CONDITION, not placement,
+                    FALLBACK_REASON if placement else IN_DOMAIN_REASON, placement or f"placed in {self.landed}")
             if self.machine is not None and self.machine["spec"].get("bootstrap"):
                 status["userData"] = {"name": self.machine["spec"]["bootstrap"].get("dataSecretName"),
                                       "namespace": self.ref.namespace}

@@ -186,6 +186,9 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
                                              machines) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report("Metal3Machine", f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
+            if result.placement:  # told once, when the step that placed it changed something
+                report("Metal3Machine placement", f"{ref.namespace}/{ref.name}", result.placement,
+                       changed=result.changed)
         if one_step:  # the hosts have reconciles of their own (the operator's)
             return steps
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
