@@ -5,6 +5,10 @@
 The grammar is apimachinery's: a signed decimal number, then one suffix - binary SI (``Ki Mi Gi Ti Pi Ei``),
 decimal SI (``n u m k M G T P E``, or none) or a decimal exponent (``e3``, ``E-2``). A quantity that names bytes
 is read as Kubernetes reads it into an integer (``Quantity.Value()``): a fraction of a byte rounds up.
+
+A quantity is at most 2^63-1 in magnitude (apimachinery caps larger ones at int64; here they are no quantity), and
+that is checked before anything is computed: ``1e999999`` costs nothing to refuse, and no caller ever turns a
+thousands-of-digits number into an int.
 """
 from __future__ import annotations
 
@@ -17,7 +21,14 @@ BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 <<
 DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal(10) ** 3,
            "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
            "E": Decimal(10) ** 18}
-RULE = "a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), k, M, G, T, P, E (of 1000)"
+# The largest magnitude of a quantity: apimachinery's int64.
+LIMIT = (1 << 63) - 1
+# A decimal exponent (``e30``) beyond this, either way, is refused before it is applied: with at most 40 digits
+# before the point, a number cannot reach 2^63 without one, nor pass it with one below -30 (1e-30 rounds up to 1).
+MAX_EXPONENT = 30
+MAX_INTEGER_DIGITS = 40
+RULE = ("a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), k, M, G, T, P, E (of 1000) or "
+        f"an exponent (e3), of at most 2^63-1 ({LIMIT})")
 
 
 def parse_quantity(value: Any) -> Decimal | None:
@@ -25,22 +36,33 @@ def parse_quantity(value: Any) -> Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return Decimal(value)
+        return Decimal(value) if abs(value) <= LIMIT else None
     if not isinstance(value, str):
         return None
     found = _QUANTITY.fullmatch(value.strip())
     if found is None:
         return None
     sign, number, suffix = found.groups()
+    if len(number.split(".")[0].lstrip("0")) > MAX_INTEGER_DIGITS:
+        return None
+    exponent = 0
+    scaled = suffix not in BINARY and suffix not in DECIMAL  # e3, E-2
+    if scaled:
+        digits = suffix[1:].lstrip("+-").lstrip("0")  # its length first: int() of 5000 digits raises
+        if len(digits) > len(str(MAX_EXPONENT)) or int(digits or "0") > MAX_EXPONENT:
+            return None
+        exponent = -int(digits or "0") if suffix[1] == "-" else int(digits or "0")
     try:
         amount = Decimal(number)
         if suffix in BINARY:
             amount *= BINARY[suffix]
-        elif suffix[:1] in ("e", "E"):
-            amount = amount.scaleb(int(suffix[1:]))
+        elif scaled:
+            amount = amount.scaleb(exponent)
         else:
             amount *= DECIMAL[suffix]
     except (DecimalException, ValueError):
+        return None
+    if abs(amount) > LIMIT:
         return None
     return -amount if sign == "-" else amount
 
