@@ -32,6 +32,38 @@ options:
     type: str
     choices: [auto, kvm, qemu]
     default: auto
+  libvirt_max_cpus:
+    description:
+      - The most virtual CPUs a HostClaim of C(spec.kind=libvirt) gets; a claim whose C(spec.args.cpus) asks for
+        more fails, naming the arg and this limit. Default from E(METAL3_LIBVIRT_MAX_CPUS), else 16.
+    type: int
+    default: 16
+  libvirt_max_memory:
+    description:
+      - The most memory such a machine gets, a Kubernetes quantity (C(64Gi)); a claim whose C(spec.args.memory)
+        asks for more fails, naming the arg and this limit. Default from E(METAL3_LIBVIRT_MAX_MEMORY), else C(64Gi).
+      - Whatever this says, a claim asking for more than 16Ti is refused when it is written.
+    type: str
+    default: 64Gi
+  libvirt_max_disk:
+    description:
+      - The largest disk such a machine gets, a quantity; a claim whose C(spec.args.disk) asks for more fails,
+        naming the arg and this limit. Default from E(METAL3_LIBVIRT_MAX_DISK), else C(512Gi).
+      - Whatever this says, a claim asking for more than 64Ti is refused when it is written.
+    type: str
+    default: 512Gi
+  libvirt_max_image_size:
+    description:
+      - The largest image (a quantity of bytes) downloaded for such a machine; a larger one fails the claim, naming
+        C(spec.image.url), and nothing of it is kept. Default from E(METAL3_LIBVIRT_MAX_IMAGE_SIZE), else C(20Gi).
+    type: str
+    default: 20Gi
+  libvirt_image_timeout:
+    description:
+      - Seconds one image's download (its checksum file's included) may take in all; a slower one fails the claim
+        and is tried again on a later reconcile. Default from E(METAL3_LIBVIRT_IMAGE_TIMEOUT), else 1800.
+    type: int
+    default: 1800
   allowed_local_hosts:
     description:
       - Hosts of this controller's own (loopback or link-local, as written in a URL, e.g. C(127.0.0.1) or

@@ -20,7 +20,10 @@ Three choices of ours, beyond upstream's webhook:
   host's namespace: a reference to another namespace's Secret (a BMC's credentials, say) is refused, with the
   words of upstream's BareMetalHost rule, so that no tenant can have another namespace's Secret copied.
 - The class of compute (``spec.kind``, upstream's hybrid-cluster design): one served here, ``args`` that kind
-  reads (hosts/virtual_machine.py), no ``identityRef`` or ``customDeploy`` for a virtual machine.
+  reads (hosts/virtual_machine.py, with its fixed sanity bounds), no ``identityRef`` or ``customDeploy`` for a
+  virtual machine; its image and checksum URLs http or https only (core/outbound.py), since the controller itself
+  fetches them. The reconcile checks all of it again (on a cluster no webhook admits HostClaims), the hosts a URL
+  names too.
 
 HostDeployPolicy: upstream has no webhook, and a bad policy fails each claim's reconcile instead. Here it is
 refused when written: nameMatches must compile, names must be namespace names, hasLabels label keys and values.
@@ -33,6 +36,7 @@ from typing import Any, Iterator
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, dns_label_problem
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import (
     label_value_problems,
     qualified_name_problems,
@@ -108,12 +112,30 @@ def _compute_problems(spec: dict[str, Any]) -> Iterator[Problem]:
         yield "spec.kind", f"{kind!r} is not a class of compute served here ({', '.join(KINDS)})"
     if kind == LIBVIRT:
         yield from args_problems(spec.get("args"))
+        yield from _fetched_url_problems(spec.get("image"))
         if spec.get("identityRef"):
             yield "spec.identityRef", f"a claim of kind {LIBVIRT} is served here, not by another cluster's hosts"
         if spec.get("customDeploy"):
             yield "spec.customDeploy", f"a claim of kind {LIBVIRT} boots spec.image"
     elif spec.get("args"):
         yield "spec.args", f"kind {kind or BAREMETAL} takes no args"
+
+
+def _fetched_url_problems(image: Any) -> Iterator[Problem]:
+    """A virtual machine's image and checksum URLs, which this controller fetches: http or https."""
+    if not isinstance(image, dict):
+        return
+    urls = [("spec.image.url", str(image.get("url") or ""))]
+    checksum = str(image.get("checksum") or "")
+    if "://" in checksum:
+        urls.append(("spec.image.checksum", checksum))
+    for field, url in urls:
+        if not url:
+            continue
+        try:
+            OutboundPolicy().check_scheme(url, field)
+        except Refused as e:
+            yield field, str(e).removeprefix(f"{field}: ")
 
 
 def _expression_problems(index: int, expression: dict[str, Any]) -> Iterator[Problem]:

@@ -43,6 +43,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     secret_values,
     split_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
@@ -87,6 +88,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_mac
     claim_kind,
     domain_name,
     hardware,
+    limit_problems,
     mac_addresses,
     machine_size,
 )
@@ -253,7 +255,7 @@ def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False,
         served = _MachineFlow(store, claim, dry_run, machines)
         try:
             return _step(served)
-        except (MachineFailure, Invalid, HostFailure) as e:
+        except (MachineFailure, Invalid, HostFailure, Refused) as e:
             return served.failed(str(getattr(e, "message", "") or e))
         except Unavailable as e:
             return served.failed(str(e), UNREACHABLE_WAIT)
@@ -714,7 +716,10 @@ class _MachineFlow(_Flow):
 
     def normal(self) -> ClaimResult:
         self._ensure_finalizer()
-        size = machine_size(self.spec.get("args"))
+        size = machine_size(self.spec.get("args"))  # on a cluster, no webhook has checked them
+        too_large = limit_problems(size, self.machines.limits) if self.machines is not None else []
+        if too_large:
+            raise Invalid("; ".join(f"{field}: {why}" for field, why in too_large))
         if self.spec.get("customDeploy"):
             raise Invalid(f"spec.customDeploy: a HostClaim of kind {LIBVIRT} boots spec.image")
         refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}

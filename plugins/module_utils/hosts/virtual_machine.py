@@ -14,10 +14,24 @@ controller's configuration (``LibvirtOptions``), never the tenant's.
 
 The hypervisor is reached through ``VirtualMachines``, so that the claim's flow (hosts/hostclaim.py) is tested
 against a fixture; ``LibvirtMachines`` drives libvirt with virsh and qemu-img.
+
+The tenant writes the claim; the controller fetches and runs it with its own rights on its own file system. So:
+
+- the image and checksum URLs are fetched through the operator's ``OutboundPolicy`` (core/outbound.py: http(s)
+  only, never the controller's own hosts unless the operator allows them), bounded in size and time, and what they
+  answered is never echoed into the claim's status (no checksum file's line, no computed digest);
+- an image is read by ``qemu-img info`` with its declared format (never probed) before it enters the images cache
+  and again before each use, and refused when it refers to any other file (a backing file, an external data file,
+  a ``json:`` target) or is not of its declared format: the machine's disk is a layer over it, and qemu would
+  otherwise open whatever file the tenant's header names;
+- the machine's size is bounded twice: admission's fixed sanity bounds (``args_problems``), and the operator's
+  limits (``MachineLimits``, the ``libvirt_max_*`` options) in the reconcile;
+- the machine's files (its disk, config drive and serial log) and the cached images are the controller's: 0600.
 """
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -25,15 +39,26 @@ import shutil
 import subprocess
 import tempfile
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Invalid, Unavailable
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.quantity import RULE, parse_quantity, whole
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import (
+    Deadline,
+    OutboundPolicy,
+    Refused,
+    describe,
+    read_bounded,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.quantity import (
+    RULE,
+    format_bytes,
+    parse_quantity,
+    whole,
+)
 
 BAREMETAL = "baremetal"
 LIBVIRT = "libvirt"
@@ -41,10 +66,18 @@ KINDS = (BAREMETAL, LIBVIRT)
 # The claim's spec.args a libvirt machine reads, with their defaults.
 DEFAULT_ARGS = {"cpus": "1", "memory": "2Gi", "disk": "10Gi", "nics": "1"}
 MAX_NICS = 8
+MAX_CPUS = 64
+# Admission's fixed sanity bounds on a machine's memory and disk (what no host serves, whatever the operator's
+# limits); the operator's own limits (MachineLimits) are enforced in the reconcile.
+MAX_MEMORY = 16 << 40
+MAX_DISK = 64 << 40
 # Our element in a domain's <metadata>: the claim that made it (a domain without it, or another claim's, is left
 # alone).
 METADATA_NAMESPACE = "https://metal3.baremetal/hostclaim"
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+# A checksum file is small (a line per image); one larger is refused, not read.
+MAX_CHECKSUM_FILE = 1 << 20
 
 
 class MachineFailure(DomainError):
@@ -58,6 +91,22 @@ class MachineSize:
     memory_mib: int
     disk_bytes: int
     nics: int
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    """The largest machine this controller makes (options libvirt_max_cpus, libvirt_max_memory, libvirt_max_disk):
+    a claim asking for more fails naming its arg and the limit."""
+
+    cpus: int = 16
+    memory: int = 64 * GIB
+    disk: int = 512 * GIB
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A tenant's value in a message, cut short: a megabyte of it is not repeated into the status."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def claim_kind(claim: dict[str, Any]) -> str:
@@ -77,16 +126,32 @@ def args_problems(args: Any) -> list[tuple[str, str]]:
     for key in ("cpus", "nics"):
         if key in args:
             value = str(args[key])
-            if not value.isdigit() or not 1 <= int(value) <= (MAX_NICS if key == "nics" else 64):
-                limit = MAX_NICS if key == "nics" else 64
-                problems.append((f"spec.args.{key}", f"{value!r} is not a whole number from 1 to {limit}"))
-    for key, least in (("memory", 256 * MIB), ("disk", 1024 * MIB)):
+            limit = MAX_NICS if key == "nics" else MAX_CPUS
+            if not re.fullmatch(r"[0-9]{1,6}", value) or not 1 <= int(value) <= limit:
+                problems.append((f"spec.args.{key}", f"{_shown(value)} is not a whole number from 1 to {limit}"))
+    for key, least, most in (("memory", 256 * MIB, MAX_MEMORY), ("disk", 1024 * MIB, MAX_DISK)):
         if key in args:
             amount = parse_quantity(str(args[key]))
             if amount is None:
-                problems.append((f"spec.args.{key}", f"{args[key]!r} is not a quantity ({RULE})"))
+                problems.append((f"spec.args.{key}", f"{_shown(args[key])} is not a quantity ({RULE})"))
             elif whole(amount) < least:
-                problems.append((f"spec.args.{key}", f"{args[key]!r} is less than {least // MIB}Mi"))
+                problems.append((f"spec.args.{key}", f"{_shown(args[key])} is less than {least // MIB}Mi"))
+            elif whole(amount) > most:
+                problems.append((f"spec.args.{key}", f"{_shown(args[key])} is more than {format_bytes(most)}"))
+    return problems
+
+
+def limit_problems(size: MachineSize, limits: MachineLimits) -> list[tuple[str, str]]:
+    """What of a machine's size is more than this controller's limits allow, as (field, why)."""
+    problems = []
+    if size.cpus > limits.cpus:
+        problems.append(("spec.args.cpus", f"{size.cpus} is more than this controller serves (libvirt_max_cpus: "
+                                           f"{limits.cpus})"))
+    for key, amount, limit in (("memory", size.memory_mib * MIB, limits.memory), ("disk", size.disk_bytes,
+                                                                                  limits.disk)):
+        if amount > limit:
+            problems.append((f"spec.args.{key}", f"{format_bytes(amount)} is more than this controller serves "
+                                                 f"(libvirt_max_{key}: {format_bytes(limit)})"))
     return problems
 
 
@@ -148,7 +213,11 @@ class VirtualMachine:
 
 
 class VirtualMachines(Protocol):
-    """The hypervisor, as the claim's flow sees it. Unavailable when it does not answer."""
+    """The hypervisor, as the claim's flow sees it, and the largest machine it makes. Unavailable when it does
+    not answer."""
+
+    @property
+    def limits(self) -> MachineLimits: ...
 
     def get(self, name: str) -> VirtualMachine | None: ...
 
@@ -173,31 +242,69 @@ class LibvirtOptions:
     storage_dir: str = ""
     domain_type: str = "auto"
     emulator: str = "/usr/bin/qemu-system-x86_64"
+    limits: MachineLimits = field(default_factory=MachineLimits)
+    max_image_size: int = 20 * GIB  # bytes of one image (or checksum file) downloaded
+    image_timeout: int = 1800  # seconds one image's download (its checksum file's included) may take
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> LibvirtOptions:
+        """The options as a module (or the operator's role) gives them; Invalid naming the one that is wrong."""
+        defaults = cls()
         return cls(uri=params.get("libvirt_uri") or "qemu:///system", bridge=params.get("libvirt_bridge") or "",
                    storage_dir=params.get("libvirt_storage_dir") or "",
-                   domain_type=params.get("libvirt_domain_type") or "auto")
+                   domain_type=params.get("libvirt_domain_type") or "auto",
+                   limits=MachineLimits(cpus=_count_option(params, "libvirt_max_cpus", defaults.limits.cpus),
+                                        memory=_bytes_option(params, "libvirt_max_memory", defaults.limits.memory),
+                                        disk=_bytes_option(params, "libvirt_max_disk", defaults.limits.disk)),
+                   max_image_size=_bytes_option(params, "libvirt_max_image_size", defaults.max_image_size),
+                   image_timeout=_count_option(params, "libvirt_image_timeout", defaults.image_timeout))
+
+
+def _count_option(params: dict[str, Any], name: str, default: int) -> int:
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not re.fullmatch(r"[0-9]{1,9}", str(value).strip()) or int(value) < 1:
+        raise Invalid(f"{name}: {_shown(value)} is not a whole number of at least 1")
+    return int(value)
+
+
+def _bytes_option(params: dict[str, Any], name: str, default: int) -> int:
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    amount = parse_quantity(value if isinstance(value, int) else str(value))
+    if amount is None or whole(amount) < 1:
+        raise Invalid(f"{name}: {_shown(value)} is not a positive quantity of bytes ({RULE})")
+    return whole(amount)
 
 
 def libvirt_machines(params: dict[str, Any]) -> VirtualMachines | None:
-    """The hypervisor the module's libvirt options describe; None when they give no bridge (claims of kind
-    libvirt then say that this controller serves none)."""
+    """The hypervisor the module's libvirt options describe, fetching what claims name through the operator's
+    outbound policy (allowed_local_hosts); None when they give no bridge (claims of kind libvirt then say that this
+    controller serves none). Invalid naming an option that is wrong, whether or not libvirt is served."""
     options = LibvirtOptions.from_params(params)
-    return LibvirtMachines(options) if options.bridge or options.storage_dir else None
+    policy = OutboundPolicy.from_params(params)
+    return LibvirtMachines(options, policy) if options.bridge or options.storage_dir else None
 
 
 class LibvirtMachines:
-    """VirtualMachines on libvirt (virsh) with disks made by qemu-img and config drives by genisoimage."""
+    """VirtualMachines on libvirt (virsh) with disks made by qemu-img and config drives by genisoimage; images
+    and checksum files fetched through ``policy``."""
 
-    def __init__(self, options: LibvirtOptions) -> None:
+    def __init__(self, options: LibvirtOptions, policy: OutboundPolicy | None = None) -> None:
         if not options.bridge:
             raise Invalid("libvirt_bridge: required for HostClaims of kind libvirt (the bridge their NICs join)")
         if not options.storage_dir:
             raise Invalid("libvirt_storage_dir: required for HostClaims of kind libvirt (where their disks live)")
         self.options = options
-        self.dir = Path(options.storage_dir)
+        self.policy = policy if policy is not None else OutboundPolicy()
+        # Absolute: libvirt wants it, and qemu-img reads ``word:`` before the first slash as a protocol.
+        self.dir = Path(os.path.abspath(options.storage_dir))
+
+    @property
+    def limits(self) -> MachineLimits:
+        return self.options.limits
 
     # -- virsh -----------------------------------------------------------------------------------------------
     def _virsh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -251,14 +358,21 @@ class LibvirtMachines:
     # -- create ----------------------------------------------------------------------------------------------
     def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
                config_drive: dict[str, Any]) -> None:
-        """The machine defined (not started): its disk over the image, its config drive; a machine left
-        half-made by an interrupted create is made again."""
+        """The machine defined (not started): its disk over the image (checked: it refers to no other file), its
+        config drive, its serial log, each 0600 from the start; a machine left half-made by an interrupted create
+        is made again."""
         self.dir.mkdir(parents=True, exist_ok=True)
         files = self._files(name)
         base, image_format = self._image(image)
+        for path in files.values():  # a half-made machine's files, perhaps of another mode: made anew
+            path.unlink(missing_ok=True)
+        # -F: the declared format, never probed (a raw image is always raw, whatever its bytes look like).
         self._run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", image_format, "-b", str(base),
                    str(files["disk"]), str(size.disk_bytes)], f"the disk of {name}")
         write_config_drive(files["config_drive"], config_drive)
+        os.close(os.open(files["serial_log"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        for path in files.values():
+            os.chmod(path, 0o600)
         xml = domain_xml(name, owner, size, macs, files, self._domain_type(), self.options)
         with tempfile.NamedTemporaryFile("w", suffix=".xml", dir=self.dir, delete=False) as f:
             f.write(xml)
@@ -274,80 +388,158 @@ class LibvirtMachines:
 
     @staticmethod
     def _run(argv: list[str], what: str) -> None:
+        """``argv`` run with umask 077: what it creates is the controller's alone (0600) from its first byte."""
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600, umask=0o077)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise MachineFailure(f"{what}: {argv[0]}: {e}") from None
         if done.returncode != 0:
             raise MachineFailure(f"{what}: {done.stderr.strip() or done.stdout.strip()}")
 
     def _image(self, image: dict[str, Any]) -> tuple[Path, str]:
-        """The claim's image in the images directory, fetched once per checksum and verified; its format."""
+        """The claim's image in the images directory (0600), fetched once per checksum through the outbound
+        policy, bounded (libvirt_max_image_size, libvirt_image_timeout), verified, and checked with qemu-img
+        before it is cached and again before each use; its format."""
         url = str(image.get("url") or "")
         image_format = str(image.get("format") or "qcow2")
         if image_format not in ("qcow2", "raw"):
-            raise MachineFailure(f"spec.image.format: {image_format} is not one a virtual machine boots (qcow2, raw)")
-        _check_url(url, "spec.image.url")
-        algorithm, expected = checksum_of(image)
+            raise MachineFailure(f"spec.image.format: {_shown(image_format)} is not one a virtual machine boots "
+                                 "(qcow2, raw)")
+        deadline = Deadline(self.options.image_timeout)
+        try:
+            self.policy.check(url, "spec.image.url")  # before the checksum file is fetched
+            algorithm, expected = checksum_of(image, self.policy, deadline, self.options.max_image_size)
+        except Refused as e:
+            raise MachineFailure(str(e)) from None
         images = self.dir / "images"
         images.mkdir(parents=True, exist_ok=True)
         path = images / f"{algorithm}-{expected}.{image_format}"
         if path.exists():
+            try:
+                inspect_image(path, image_format, url)  # a cache entry made before images were checked
+            except MachineFailure:
+                path.unlink(missing_ok=True)
+                raise
             return path, image_format
         digest = hashlib.new(algorithm)
-        with tempfile.NamedTemporaryFile(dir=images, delete=False) as part:
-            try:
-                with _open(url, "spec.image.url") as answer:
-                    while chunk := answer.read(1 << 20):
-                        digest.update(chunk)
-                        part.write(chunk)
-            except BaseException:
-                os.unlink(part.name)
-                raise
-        if digest.hexdigest() != expected:
-            os.unlink(part.name)
-            raise MachineFailure(f"spec.image.checksum: {url} has {algorithm} {digest.hexdigest()}, not {expected}")
-        os.replace(part.name, path)
+        descriptor, part = tempfile.mkstemp(dir=images, prefix=".part-")  # 0600
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                for chunk in fetch(url, "spec.image.url", self.policy, deadline, self.options.max_image_size):
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != expected:
+                raise MachineFailure(f"spec.image.checksum: the image at {_shown(url, 200)} does not match its "
+                                     f"{algorithm} checksum")
+            inspect_image(Path(part), image_format, url)
+            os.replace(part, path)
+        except BaseException:
+            Path(part).unlink(missing_ok=True)
+            raise
         return path, image_format
 
 
-def _check_url(url: str, field: str) -> None:
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https", "file"):
-        raise MachineFailure(f"{field}: {url!r} is not an http, https or file URL")
-
-
-def _open(url: str, field: str) -> Any:
-    _check_url(url, field)
+def inspect_image(path: Path, image_format: str, url: str) -> None:
+    """MachineFailure naming spec.image unless ``path`` read as ``image_format`` (given, never probed) is of that
+    format and refers to no other file: no backing file, no external data file, no ``json:`` target anywhere.
+    Nothing of the image is echoed."""
+    why = f"spec.image: the image at {_shown(url, 200)}"
     try:
-        # urllib, not Ansible's open_url: the engine runs without Ansible (the operator's proxy, the tests).
-        return urllib.request.build_opener().open(url, timeout=60)  # the scheme is checked above
-    except (OSError, ValueError) as e:
-        raise MachineFailure(f"{field}: {url}: {e}") from None
+        done = subprocess.run(["qemu-img", "info", "--output=json", "--force-share", "-f", image_format, str(path)],
+                              capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise MachineFailure(f"{why} cannot be checked: qemu-img: {e}") from None
+    try:
+        info = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        info = None
+    if not isinstance(info, dict) or info.get("format") != image_format:
+        raise MachineFailure(f"{why} is not a {image_format} image (spec.image.format)")
+    specific = info.get("format-specific") or {}
+    data = specific.get("data") if isinstance(specific, dict) else None
+    if "backing-filename" in info or "full-backing-filename" in info or "backing-filename-format" in info:
+        raise MachineFailure(f"{why} names a backing file; this controller uses only images that refer to no "
+                             "other file")
+    if isinstance(data, dict) and ("data-file" in data or data.get("data-file-raw")):
+        raise MachineFailure(f"{why} names an external data file; this controller uses only images that refer to "
+                             "no other file")
+    children = [c.get("name") for c in info.get("children") or [] if isinstance(c, dict)]
+    if any(child != "file" for child in children) or any(text.startswith("json:") for text in _strings(info)):
+        raise MachineFailure(f"{why} refers to other files; this controller uses only images that refer to no "
+                             "other file")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+class _Reads:
+    """A response read by what has arrived (``read1``): a server trickling bytes meets the deadline between two
+    reads, not after a megabyte has trickled in."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def read(self, size: int) -> bytes:
+        read1 = getattr(self.answer, "read1", None)
+        return bytes(read1(size) if read1 is not None else self.answer.read(size))
+
+
+def fetch(url: str, field: str, policy: OutboundPolicy, deadline: Deadline, limit: int) -> Iterator[bytes]:
+    """The body at ``url`` in chunks, through ``policy`` (every redirect checked), at most ``limit`` bytes and
+    before ``deadline``: MachineFailure naming ``field`` otherwise, with nothing of what the server sent."""
+    try:
+        with policy.open(url, field, timeout=min(60.0, deadline.left())) as answer:
+            yield from read_bounded(_Reads(answer), limit, deadline, field, url)
+    except Refused as e:
+        raise MachineFailure(str(e)) from None
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        raise MachineFailure(f"{field}: {_shown(url, 200)} {describe(e)}") from None
 
 
 HASH_LENGTHS = {32: "md5", 64: "sha256", 128: "sha512"}
+HASH_SIZES = {"md5": 32, "sha256": 64, "sha512": 128}
 
 
-def checksum_of(image: dict[str, Any]) -> tuple[str, str]:
+def checksum_of(image: dict[str, Any], policy: OutboundPolicy | None = None, deadline: Deadline | None = None,
+                limit: int = MAX_CHECKSUM_FILE) -> tuple[str, str]:
     """The image's checksum algorithm and value: spec.image.checksum is the value or the URL of a checksum
-    file (its line naming the image, else its first), checksumType the algorithm or ``auto`` (by length)."""
+    file (fetched through ``policy``: its line naming the image, else its first), checksumType the algorithm or
+    ``auto`` (by length). What the checksum file says is never echoed."""
     checksum = str(image.get("checksum") or "")
+    kind = str(image.get("checksumType") or "auto")
     if not checksum:
         raise MachineFailure("spec.image.checksum: required for a virtual machine's image")
-    if "://" in checksum:
-        with _open(checksum, "spec.image.checksum") as answer:
-            lines = answer.read(1 << 20).decode(errors="replace").splitlines()
-        image_name = Path(urllib.parse.urlsplit(str(image.get("url") or "")).path).name
-        entries = [line.split() for line in lines if line.strip()]
-        named = [e for e in entries if len(e) > 1 and e[-1].lstrip("*") == image_name]
-        chosen = (named or entries or [[""]])[0][0]
-        checksum = chosen
+    if "://" not in checksum:
+        found = _valid_checksum(checksum, kind)
+        if found is None:
+            raise MachineFailure(f"spec.image.checksum: {_shown(checksum.lower(), 140)} is not a {kind} checksum")
+        return found
+    body = b"".join(fetch(checksum, "spec.image.checksum", policy or OutboundPolicy(), deadline or Deadline(60),
+                          min(limit, MAX_CHECKSUM_FILE)))
+    image_name = Path(urllib.parse.urlsplit(str(image.get("url") or "")).path).name
+    entries = [line.split() for line in body.decode(errors="replace").splitlines() if line.strip()]
+    named = [e for e in entries if len(e) > 1 and e[-1].lstrip("*") == image_name]
+    found = _valid_checksum((named or entries or [[""]])[0][0], kind)
+    if found is None:
+        kinds = "md5/sha256/sha512" if kind == "auto" else kind
+        raise MachineFailure(f"spec.image.checksum: the checksum file at {_shown(checksum, 200)} names no {kinds} "
+                             f"checksum for {_shown(image_name)}")
+    return found
+
+
+def _valid_checksum(checksum: str, kind: str) -> tuple[str, str] | None:
     checksum = checksum.lower()
-    kind = str(image.get("checksumType") or "auto")
     algorithm = HASH_LENGTHS.get(len(checksum), "") if kind == "auto" else kind
-    if not algorithm or not re.fullmatch(r"[0-9a-f]+", checksum) or len(checksum) != {
-            "md5": 32, "sha256": 64, "sha512": 128}.get(algorithm):
-        raise MachineFailure(f"spec.image.checksum: {checksum!r} is not a {kind} checksum")
+    if not algorithm or not re.fullmatch(r"[0-9a-f]+", checksum) or len(checksum) != HASH_SIZES.get(algorithm):
+        return None
     return algorithm, checksum
 
 

@@ -3,6 +3,7 @@ of HostDeployPolicies (ours: upstream has no webhook), as tables: each row is ad
 field with the text given."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -133,6 +134,29 @@ CLAIM_CASES = [
      ("spec.identityRef", "a claim of kind libvirt is served here, not by another cluster's hosts")),
     ("a virtual machine with a custom deploy", claim(kind="libvirt", customDeploy={"method": "m"}),
      ("spec.customDeploy", "a claim of kind libvirt boots spec.image")),
+    # Ours (issue 30): what the controller itself fetches for a virtual machine is http(s), and its size is sane.
+    ("a virtual machine's image and checksum file over http(s)",
+     claim(kind="libvirt", image={**IMAGE, "checksum": "https://images/SHA256SUMS"}), None),
+    ("a virtual machine's checksum file on the controller's file system",
+     claim(kind="libvirt", image={**IMAGE, "checksum": "file:///etc/passwd"}),
+     ("spec.image.checksum", "'file:///etc/passwd' is not an http or https URL")),
+    ("a virtual machine's image over ftp", claim(kind="libvirt", image={**IMAGE, "url": "ftp://images/os.qcow2"}),
+     ("spec.image.url", "'ftp://images/os.qcow2' is not an http or https URL")),
+    ("a virtual machine's checksum file over gopher",
+     claim(kind="libvirt", image={**IMAGE, "checksum": "gopher://images/SUMS"}),
+     ("spec.image.checksum", "'gopher://images/SUMS' is not an http or https URL")),
+    ("a bare-metal claim's image over ftp: Ironic's to fetch, as upstream", claim(image={**IMAGE, "url": "ftp://i/o"}),
+     None),
+    ("a virtual machine of 1e5000 bytes", claim(kind="libvirt", args={"memory": "1e5000"}),
+     ("spec.args.memory", "'1e5000' is not a quantity")),
+    ("a virtual machine of 1e999999 bytes", claim(kind="libvirt", args={"memory": "1e999999"}),
+     ("spec.args.memory", "'1e999999' is not a quantity")),
+    ("a virtual machine of 1Ei of memory", claim(kind="libvirt", args={"memory": "1Ei"}),
+     ("spec.args.memory", "'1Ei' is more than 16Ti")),
+    ("a virtual machine of a 1Pi disk", claim(kind="libvirt", args={"disk": "1Pi"}),
+     ("spec.args.disk", "'1Pi' is more than 64Ti")),
+    ("a virtual machine of an arg not known", claim(kind="libvirt", args={"gpus": "8"}),
+     ("spec.args.gpus", "unknown for kind libvirt")),
 ]
 
 P = "spec.hostClaimNamespaces"
@@ -238,6 +262,35 @@ def test_the_schema_is_held_before_the_rules():
               None)
     with pytest.raises(BadRequest, match='unknown field "spec.hostClaimNamespaces.bogus"'):
         admit(None, policy(bogus=1), None)  # type: ignore[arg-type]
+
+
+def test_absurd_quantities_are_refused_fast():
+    for value in ("1e5000", "1e999999", "1e" + "9" * 5000, "9" * 100000):
+        started = time.process_time()
+        refused = refusal(admit_host_claim, claim(kind="libvirt", args={"memory": value}))
+        assert refused is not None and "spec.args.memory: " in refused and len(refused) < 1000
+        assert time.process_time() - started < 0.5
+
+
+def test_every_write_of_a_virtual_machines_urls_is_admitted(tmp_path):
+    """Create, update and patch: each refuses a checksum file on the controller's file system."""
+    with admitted(LocalStore(str(tmp_path / "store.db"))) as store:
+        evil = {**IMAGE, "checksum": "file:///etc/passwd"}
+        with pytest.raises(Invalid, match=r"spec\.image\.checksum: 'file:///etc/passwd' is not an http or https URL"):
+            store.create(claim(kind="libvirt", image=evil))
+        stored = store.create(claim(kind="libvirt", image=IMAGE))
+        with pytest.raises(Invalid, match=r"spec\.image\.checksum: 'file:///etc/passwd' is not an http"):
+            store.patch(Ref.of(stored), {"spec": {"image": {"checksum": "file:///etc/passwd"}}})
+        with pytest.raises(Invalid, match=r"spec\.image\.url: 'file:///etc/passwd' is not an http"):
+            store.update({**stored, "spec": {**stored["spec"], "image": {**IMAGE, "url": "file:///etc/passwd"}}})
+        with pytest.raises(Invalid, match=r"spec\.args\.memory: '1e5000' is not a quantity"):
+            store.patch(Ref.of(stored), {"spec": {"args": {"memory": "1e5000"}}})
+        # A bare-metal claim switched to a virtual machine is one: its image is held to the same rule.
+        bare = store.create({**claim(image={**IMAGE, "url": "ftp://images/os.qcow2"}),
+                             "metadata": {"name": "claim-1", "namespace": NS}})
+        with pytest.raises(Invalid, match=r"spec\.image\.url: 'ftp://images/os\.qcow2' is not an http"):
+            store.patch(Ref.of(bare), {"spec": {"kind": "libvirt"}})
+        assert store.get(Ref.of(stored))["spec"]["image"] == IMAGE
 
 
 def test_the_store_admits_every_write_but_status_ones(tmp_path):

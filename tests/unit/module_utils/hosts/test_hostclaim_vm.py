@@ -4,19 +4,26 @@ own Secrets once it has them, powered as poweredOn says, rebooted on request; de
 on release. The status is a bare-metal claim's, with virtualMachine for bareMetalHost."""
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import time
 
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+    LibvirtOptions,
+    MachineLimits,
     MachineSize,
     hardware,
     mac_addresses,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
-from tests.harness.fixture_machines import FixtureMachines, Made
+from tests.harness.fixture_machines import FixtureMachines, Made, VirshlessMachines
+from tests.harness.http_files import ServedFiles
 from tests.unit.module_utils.hosts.test_hostclaim import IMAGE, TENANT, claim, condition, secret
 
 API = "metal3.io/v1alpha1"
@@ -164,3 +171,122 @@ def test_dry_run_makes_nothing(store, machines):
     result = hc.reconcile_host_claim(store, ref, dry_run=True, machines=machines)
     assert result.changed
     assert machines.writes() == []
+
+
+# -- what a tenant may not make the controller do (issue 30) ---------------------------------------------------
+# Written straight to the raw store, as on a cluster, where no webhook admits HostClaims: the reconcile holds.
+
+
+@pytest.fixture
+def served():
+    files = ServedFiles()
+    yield files
+    files.close()
+
+
+def real_machines(tmp_path, allowed=("127.0.0.1",), **options):
+    """The real LibvirtMachines (fetch, checks, qemu-img), virsh answered from a dict."""
+    return VirshlessMachines(LibvirtOptions(bridge="br0", storage_dir=str(tmp_path / "vms"), **options),
+                             OutboundPolicy.of(list(allowed)))
+
+
+def failed_naming(store, ref, result, field):
+    assert result.phase == "failed"
+    assert result.error.startswith(f"{field}: ") or f"; {field}: " in result.error, result.error
+    ready = condition(store.get(ref), "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "VirtualMachineFailed")
+    assert ready["message"] == result.error
+    return json.dumps(store.get(ref))
+
+
+@pytest.mark.xdist_group("virtual-lab")
+@pytest.mark.parametrize("header", ["backing file", "data file"])
+def test_an_image_naming_another_file_fails_the_claim_and_no_layer_is_made(store, tmp_path, served, header):
+    """Issue 30, item 1: the real qemu-img makes the tenant's image; over it the machine's disk would be that file."""
+    victim = tmp_path / "vms" / f"{TENANT}.other.qcow2"  # another tenant's disk, beside this claim's
+    victim.parent.mkdir(parents=True)
+    victim.write_bytes(b"ANOTHER TENANT'S DATA" * 100)
+    evil = tmp_path / "evil.qcow2"
+    options = ["-b", str(victim), "-F", "raw"] if header == "backing file" else \
+        ["-o", f"data_file={tmp_path / 'data.raw'}"]
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", *options, str(evil), "2G"], check=True)
+    served.files["/evil.qcow2"] = evil.read_bytes()
+    image = {"url": served.url("/evil.qcow2"), "checksum": hashlib.sha256(evil.read_bytes()).hexdigest(),
+             "checksumType": "sha256", "format": "qcow2"}
+    ref = vm_claim(store, image=image)
+    machines = real_machines(tmp_path)
+    result = step(store, ref, machines)
+    shown = failed_naming(store, ref, result, "spec.image")
+    assert str(victim) not in shown and "ANOTHER TENANT" not in shown
+    assert not (tmp_path / "vms" / f"{MACHINE}.qcow2").exists()
+    assert list((tmp_path / "vms" / "images").iterdir()) == []
+    assert machines.get(MACHINE) is None
+
+
+@pytest.mark.parametrize(("image", "field", "why"), [
+    ({"url": "http://images.example/debian.qcow2", "checksum": "file:///etc/passwd"}, "spec.image.checksum",
+     "'file:///etc/passwd' is not an http or https URL"),
+    ({"url": "file:///etc/passwd", "checksum": "0" * 64}, "spec.image.url",
+     "'file:///etc/passwd' is not an http or https URL"),
+    ({"url": "http://images.example/debian.qcow2", "checksum": "http://127.0.0.1:9/SHA256SUMS"},
+     "spec.image.checksum", "names a loopback or link-local host"),
+    ({"url": "http://169.254.169.254/latest/user-data", "checksum": "0" * 64}, "spec.image.url",
+     "names a loopback or link-local host"),
+])
+def test_a_url_the_controller_must_not_fetch_fails_the_claim_naming_the_field(store, tmp_path, image, field, why):
+    """Issue 30, item 2: on the raw store (no admission); no option allows loopback here."""
+    ref = vm_claim(store, image={**image, "format": "qcow2"})
+    result = step(store, ref, real_machines(tmp_path, allowed=()))
+    shown = failed_naming(store, ref, result, field)
+    assert why in result.error
+    assert "root:" not in shown
+    assert not (tmp_path / "vms" / f"{MACHINE}.qcow2").exists()
+
+
+def test_a_checksum_file_with_junk_is_never_echoed_into_the_status(store, tmp_path, served):
+    served.files["/SHA256SUMS"] = b"root:x:0:0:root:/root:/bin/bash\ntoken=s3cr3t debian.qcow2\n"
+    ref = vm_claim(store, image={"url": "http://images.example/debian.qcow2", "checksum": served.url("/SHA256SUMS"),
+                                 "format": "qcow2"})
+    result = step(store, ref, real_machines(tmp_path))
+    shown = failed_naming(store, ref, result, "spec.image.checksum")
+    assert "names no md5/sha256/sha512 checksum for 'debian.qcow2'" in result.error
+    assert "root:" not in shown and "s3cr3t" not in shown
+
+
+def test_an_image_that_does_not_match_its_checksum_does_not_tell_what_it_hashes_to(store, tmp_path, served):
+    served.files["/debian.qcow2"] = b"the contents of some file"
+    ref = vm_claim(store, image={"url": served.url("/debian.qcow2"), "checksum": "1" * 64, "format": "qcow2"})
+    result = step(store, ref, real_machines(tmp_path))
+    shown = failed_naming(store, ref, result, "spec.image.checksum")
+    assert hashlib.sha256(b"the contents of some file").hexdigest() not in shown
+
+
+ABSURD = [("memory", "1e5000"), ("memory", "1e999999"), ("memory", "1Ei"), ("disk", "1Pi"), ("cpus", "1" * 5000)]
+
+
+@pytest.mark.parametrize(("key", "value"), ABSURD)
+def test_an_absurd_size_fails_the_claim_naming_the_arg_fast(store, machines, key, value):
+    """Issue 30, item 4: no traceback, no CPU burnt, nothing made."""
+    ref = vm_claim(store)
+    store.patch(ref, {"spec": {"args": {key: value}}})
+    started = time.process_time()
+    result = step(store, ref, machines)
+    assert time.process_time() - started < 2
+    failed_naming(store, ref, result, f"spec.args.{key}")
+    assert machines.writes() == []
+
+
+@pytest.mark.parametrize(("args", "field", "why"), [
+    ({"cpus": "32"}, "spec.args.cpus", "32 is more than this controller serves (libvirt_max_cpus: 16)"),
+    ({"memory": "128Gi"}, "spec.args.memory", "128Gi is more than this controller serves (libvirt_max_memory: 64Gi)"),
+    ({"disk": "1Ti"}, "spec.args.disk", "1Ti is more than this controller serves (libvirt_max_disk: 512Gi)"),
+])
+def test_a_machine_larger_than_the_operator_allows_fails_naming_the_arg_and_the_limit(store, machines, args, field,
+                                                                                       why):
+    ref = claim(store, "vm-0", kind="libvirt", args=args, image=IMAGE)
+    result = step(store, ref, machines)
+    failed_naming(store, ref, result, field)
+    assert result.error == f"{field}: {why}"
+    assert machines.writes() == []
+    machines.limits = MachineLimits(cpus=64, memory=1 << 40, disk=2 << 40)  # the operator allows more
+    assert step(store, ref, machines).phase == "provisioned"

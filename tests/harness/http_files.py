@@ -1,0 +1,41 @@
+"""Files served over HTTP on 127.0.0.1 from a dict (path -> bytes), each GET recorded: what a claim's image and
+checksum URLs name in tests of the real fetch (the policy in those tests allows 127.0.0.1 by name)."""
+from __future__ import annotations
+
+import http.server
+import threading
+from typing import Any
+
+
+class ServedFiles:
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.requests: list[str] = []
+        served = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                served.requests.append(self.path)
+                body = served.files.get(self.path)
+                if body is None:
+                    self.send_error(404, "no such file here")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
