@@ -83,6 +83,23 @@ SEMANTIC = [
      {"image": "i", "egressRules": [{"ports": [53], "to": ["10.0.0.0/33"]}]}),
     ("MetalStackCluster", "spec.firewallSpec.egressRules[0].bogus",
      {"partition": "p", "firewallSpec": {"egressRules": [{"ports": [1], "to": ["0.0.0.0/0"], "bogus": 1}]}}),
+    *[("HostClaim", field, {"kind": "libvirt", **spec}) for field, spec in [
+        # What the controller itself fetches for a virtual machine (issue 30): http(s) only.
+        ("spec.image.checksum", {"image": {"url": "http://images/os.qcow2", "checksum": "file:///etc/passwd"}}),
+        ("spec.image.checksum", {"image": {"url": "http://images/os.qcow2", "checksum": "gopher://images/SUMS"}}),
+        ("spec.image.url", {"image": {"url": "ftp://images/os.qcow2", "checksum": "0" * 64}}),
+        ("spec.image.url", {"image": {"url": "file:///var/lib/libvirt/images/other.qcow2", "checksum": "0" * 64}}),
+        # Its size: absurd quantities, refused before anything is computed; an arg no machine reads.
+        ("spec.args.memory", {"args": {"memory": "1e5000"}}),
+        ("spec.args.memory", {"args": {"memory": "1e999999"}}),
+        ("spec.args.memory", {"args": {"memory": "1Ei"}}),
+        ("spec.args.memory", {"args": {"memory": "9223372036854775808"}}),
+        ("spec.args.disk", {"args": {"disk": "1Pi"}}),
+        ("spec.args.disk", {"args": {"disk": "-10Gi"}}),
+        ("spec.args.cpus", {"args": {"cpus": "9" * 5000}}),
+        ("spec.args.nics", {"args": {"nics": "0"}}),
+        ("spec.args.gpus", {"args": {"gpus": "1"}}),
+    ]],
 ]
 
 
@@ -265,7 +282,7 @@ def test_a_sample_of_the_generated_manifests_fails_the_same_way_on_the_cluster(k
 # -- module arguments -------------------------------------------------------------------------------------------
 
 MODULES = ["resource", "resource_info", "ip_pool", "ip_claim", "ipam_reconcile", "baremetal_host", "metal3machine",
-           "metal3data", "metal3cluster", "machines", "machine_type", "metalstack"]
+           "metal3data", "metal3cluster", "machines", "machine_type", "metalstack", "hostclaim"]
 WRONG_ARGUMENT = {"int": "not-a-number", "bool": "maybe", "list": {"a": 1}, "dict": "not-a-dict",
                   "float": "not-a-number"}
 NAME_OPTIONS = ("name", "namespace", "pool", "pool_namespace", "template", "cluster", "host")
@@ -309,7 +326,14 @@ def module_cases() -> list[tuple[str, dict[str, Any], str]]:
         cases.append((module, {**base, "no_such_option": 1}, "no_such_option"))
         if "wait_timeout" in spec.argument_spec:
             cases.append((module, {**base, "wait_timeout": -5}, "wait_timeout"))
+        if "libvirt_max_memory" in spec.argument_spec:  # the operator's bounds on a claim's virtual machine
+            cases.extend((module, {**base, option: value}, option) for option, value in LIBVIRT_LIMITS)
     return cases
+
+
+LIBVIRT_LIMITS = [("libvirt_max_memory", "1e999999"), ("libvirt_max_memory", "lots"), ("libvirt_max_disk", "1Ei9"),
+                  ("libvirt_max_disk", "0"), ("libvirt_max_image_size", "-1Gi"), ("libvirt_max_cpus", 0),
+                  ("libvirt_image_timeout", -1)]
 
 
 MODULE_CASES = module_cases()
