@@ -135,12 +135,15 @@ class Deadline:
 
 def read_bounded(answer: Any, limit: int, deadline: Deadline, field: str, url: str, chunk: int = 1 << 20
                  ) -> Iterable[bytes]:
-    """The body of ``answer`` in chunks, Refused once it passes ``limit`` bytes or ``deadline``."""
+    """The body of ``answer`` in chunks, Refused once it passes ``limit`` bytes or ``deadline``. Read by what has
+    arrived (``read1`` where the answer has it): a server trickling bytes meets the deadline between two reads, not
+    after a whole chunk has trickled in."""
+    read = getattr(answer, "read1", None) or answer.read
     total = 0
     while True:
         if deadline.expired():
             raise Refused(f"{field}: {url!r} took longer than this controller allows a download")
-        piece = answer.read(chunk)
+        piece = read(chunk)
         if not piece:
             return
         total += len(piece)

@@ -480,24 +480,12 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-class _Reads:
-    """A response read by what has arrived (``read1``): a server trickling bytes meets the deadline between two
-    reads, not after a megabyte has trickled in."""
-
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-
-    def read(self, size: int) -> bytes:
-        read1 = getattr(self.answer, "read1", None)
-        return bytes(read1(size) if read1 is not None else self.answer.read(size))
-
-
 def fetch(url: str, field: str, policy: OutboundPolicy, deadline: Deadline, limit: int) -> Iterator[bytes]:
     """The body at ``url`` in chunks, through ``policy`` (every redirect checked), at most ``limit`` bytes and
     before ``deadline``: MachineFailure naming ``field`` otherwise, with nothing of what the server sent."""
     try:
         with policy.open(url, field, timeout=min(60.0, deadline.left())) as answer:
-            yield from read_bounded(_Reads(answer), limit, deadline, field, url)
+            yield from read_bounded(answer, limit, deadline, field, url)
     except Refused as e:
         raise MachineFailure(str(e)) from None
     except (OSError, ValueError, http.client.HTTPException) as e:

@@ -105,3 +105,25 @@ def test_a_download_is_bounded(server: http.server.HTTPServer) -> None:
         b"".join(read_bounded(answer, 4999, Deadline(60), "spec.image.url", url, chunk=1000))
     with policy.open(url, "spec.image.url", timeout=5) as answer, pytest.raises(Refused, match="took longer"):
         b"".join(read_bounded(answer, 5000, Deadline(0), "spec.image.url", url))
+
+
+class _Trickle:
+    """An answer that has one byte ready at a time (read1), and would block for a whole chunk (read)."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def read1(self, size: int) -> bytes:
+        if not self.left:
+            return b""
+        self.left -= 1
+        return b"x"
+
+    def read(self, size: int) -> bytes:
+        raise AssertionError("read() waits for a whole chunk: a trickling server would outlive the deadline")
+
+
+def test_a_trickling_server_meets_the_deadline_between_two_bytes() -> None:
+    assert b"".join(read_bounded(_Trickle(3), 10, Deadline(60), "spec.image.url", "http://x/")) == b"xxx"
+    with pytest.raises(Refused, match="took longer"):
+        b"".join(read_bounded(_Trickle(10**9), 10**10, Deadline(0.05), "spec.image.url", "http://x/"))
