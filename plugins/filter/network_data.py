@@ -25,10 +25,16 @@ description:
   - A vlan given without C(macAddress) gets the MAC address of the link it sits on as C(vlan_mac_address),
     which cloud-init requires - a bond's own C(macAddress), else the MAC address of its first C(bondLinks)
     member; an ethernet's MAC address. It is an error if that link has no MAC address.
+  - C(dnsFromIPPool) reads only the DNS servers of what the pool gave, as CAPM3 does, so a pool in O(addresses)
+    given by its C(dns_servers) alone (no C(address)) renders them; a pool that gave neither is an error.
+  - A template without C(networkData) (the input is C(null)) renders no document - the result is C(null) - as
+    CAPM3 renders no network_data then (no networkdata Secret; the host gets none, and cloud-init falls back to
+    its default network). Write no C(network_data.json) for it. An empty C(networkData) (C({})) renders the
+    empty document (C(links), C(networks) and C(services) each an empty list), as CAPM3 does.
   - "Errors name the field, for example C(networkData.links.bonds[0].bondMode: must be one of ...)."
 options:
   _input:
-    description: The C(networkData) mapping of a Metal3DataTemplate.
+    description: The C(networkData) mapping of a Metal3DataTemplate; C(null) when the template has none.
     type: dict
     required: true
   addresses:
@@ -71,7 +77,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({links, networks, services}) in OpenStack network_data.json form.
+  description:
+    - C({links, networks, services}) in OpenStack network_data.json form.
+    - C(null) when the input is C(null) (a template without C(networkData)) - no network_data at all.
   type: dict
 """
 
@@ -83,9 +91,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import render_network_data
 
 
-def network_data(network_data_spec: dict[str, Any], addresses: dict[str, Any],
-                 host: dict[str, Any] | None = None) -> dict[str, Any]:
-    # Values go to the renderer as given (None is "not set"): it names the argument or field of a bad one.
+def network_data(network_data_spec: dict[str, Any] | None, addresses: dict[str, Any],
+                 host: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    # Values go to the renderer as given (None is "not set": no document): it names the argument or field of a
+    # bad one.
     try:
         return render_network_data(network_data_spec, addresses, host)
     except Metal3Error as e:

@@ -300,7 +300,8 @@ def _template_networks(template: Object | None) -> list[tuple[str, str]]:
     if not template:
         return []
     try:
-        networks = normalize_template_spec(template.get("spec") or {}).get("networkData", {}).get("networks") or {}
+        network_data = normalize_template_spec(template.get("spec") or {}).get("networkData")  # None: not set
+        networks = (network_data.get("networks") if isinstance(network_data, dict) else None) or {}
     except Invalid:  # a template admission let through in another shape: its networks are not named, that is all
         return []
     found = []

@@ -120,6 +120,25 @@ def fidelity_route(case: str, kind: str) -> Callable[[], dict]:
                                          fidelity.HOST, fidelity.OBJECTS)
 
 
+def fidelity_document(case: str) -> Callable[[], dict]:
+    """test_network_data_fidelity.TEMPLATE_DOCUMENTS[case]: the document a template renders (one that renders
+    none is no network_data for cloud-init to read: it falls back to its default network)."""
+    spec = next(param.values[0] for param in fidelity.TEMPLATE_DOCUMENTS if param.id == case)
+    return lambda: r.render_network_data(r.normalize_template_spec(spec)["networkData"], fidelity.ADDRESSES,
+                                         fidelity.HOST, fidelity.OBJECTS)
+
+
+def fidelity_dns(case: str) -> Callable[[], dict]:
+    """test_network_data_fidelity.DNS_FROM_POOL[case]: the top-level dnsFromIPPool of a pool that gave DNS servers
+    (and maybe no address), beside a static network on eno1, rendered."""
+    addresses = next(param.values[0] for param in fidelity.DNS_FROM_POOL if param.id == case)
+    network_data = {"links": {"ethernets": [fidelity.NIC0]},
+                    "networks": {"ipv4": [{"id": "n", "link": "nic0", "ipAddressFromIPPool": "mgmt"}]},
+                    "services": {"dnsFromIPPool": "dns"}}
+    return lambda: r.render_network_data(network_data, {**fidelity.ADDRESSES, **addresses}, fidelity.HOST,
+                                         fidelity.OBJECTS)
+
+
 ENO = {"ethernet eno1 mac=52:54:00:00:00:01", "ethernet eno2 mac=52:54:00:00:00:02"}
 LACP_BOND = "bond bond0 interfaces=eno1,eno2 mode=802.3ad"
 STATIC_ENO1 = {"ethernet eno1 mac=52:54:00:00:00:01", "eno1 address 192.168.11.10/24",
@@ -191,6 +210,17 @@ UNIT_CASES = [
     *(pytest.param(fidelity_route(case, kind), expected, id=f"fidelity.ROUTE_SERVICES[{case}]-{kind}")
       for case in ("none", "empty", "dns", "dnsFromIPPool")
       for kind, expected in (("ipv4", STATIC_ENO1), ("ipv4DHCP", DHCP_ENO1))),
+    *(pytest.param(fidelity_document(case), set(), id=f"fidelity.TEMPLATE_DOCUMENTS[{case}]")
+      for case in ("empty-networkData", "seed-spelling-empty-networkData", "services-only")),  # no interface at all
+    *(pytest.param(fidelity_dns(case), {"ethernet eno1 mac=52:54:00:00:00:01", "eno1 address 192.168.11.10/24",
+                                        *(f"eno1 dns {server}" for server in servers)},
+                   id=f"fidelity.DNS_FROM_POOL[{case}]") for case, servers in [
+        ("dns-servers-and-no-address", ("10.0.0.53", "10.0.0.54")),
+        ("dns-servers-only", ("10.0.0.53", "10.0.0.54")),
+        ("ip-address-spec-spelling", ("10.0.0.53", "10.0.0.54")),
+        ("empty-address", ("fd00::53",)),
+        ("an-address-and-no-dns-servers", ()),
+    ]),
     *(pytest.param(fidelity_links("BY_NAME", case), expected, id=f"fidelity.BY_NAME[{case}]") for case, expected in [
         ("ethernet", {"ethernet enp3s0"}),
         ("ethernet-ovs-mtu", {"ethernet enp3s0 mtu=9000"}),
@@ -219,7 +249,9 @@ def test_every_network_data_table_of_the_renderer_tests_is_read():
                                                       "MAC_SEPARATORS")
         for param in getattr(fidelity, table)} | {
         f"fidelity.ROUTE_SERVICES[{param.id}]-{kind}" for param in fidelity.ROUTE_SERVICES
-        for kind in ("ipv4", "ipv4DHCP")}
+        for kind in ("ipv4", "ipv4DHCP")} | {
+        f"fidelity.TEMPLATE_DOCUMENTS[{param.id}]" for param in fidelity.TEMPLATE_DOCUMENTS
+        if param.values[1] is not None} | {f"fidelity.DNS_FROM_POOL[{param.id}]" for param in fidelity.DNS_FROM_POOL}
     assert tables <= read_ids
 
 

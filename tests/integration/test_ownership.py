@@ -88,8 +88,8 @@ def test_deleting_a_metal3machine_leaves_a_data_claim_of_its_name_that_it_did_no
 @pytest.fixture
 def associated(store, namespace):
     """A Metal3Machine associated with a host, its data claim and Metal3Data, ready to render."""
-    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate",
-                  "metadata": {"name": "net", "namespace": namespace}, "spec": {}})
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate",  # networkData set: both Secrets rendered
+                  "metadata": {"name": "net", "namespace": namespace}, "spec": {"networkData": {}}})
     store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
                   "metadata": {"name": "h", "namespace": namespace},
                   "spec": {"online": False, "bmc": {"address": "fake://h", "credentialsName": "h-bmc"}}})

@@ -8,7 +8,9 @@ loser takes the next; the Metal3Data of a template are listed by a label naming 
 A Metal3Data claims one address per pool its template names (IPClaim ``<data>-<pool>``,
 through the IPAM engine), renders meta_data and network_data, and writes them to the
 secrets ``<metal3machine>-metadata`` and ``<metal3machine>-networkdata``, which are
-never rendered again once they exist.
+never rendered again once they exist. A template without networkData renders no
+network_data: no networkdata Secret, no ``spec.networkData`` on the Metal3Data, so the
+host gets none (CAPM3's createSecrets), and cloud-init falls back to its default.
 """
 from __future__ import annotations
 
@@ -223,7 +225,17 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
     if "metal3machine" not in objects or "baremetalhost" not in objects:
         return DataResult(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
     m3m_name = objects["metal3machine"]["metadata"]["name"]
-    names = {"metaData": f"{m3m_name}-metadata", "networkData": f"{m3m_name}-networkdata"}
+    try:
+        template = data["spec"].get("template") or {}
+        if not template.get("name"):
+            raise Invalid("spec.template.name: Required value")
+        spec = template_spec(store, template_namespace(template, namespace, "spec.template.namespace"),
+                             template["name"])
+    except Invalid as e:
+        return _data_status(store, data, False, str(e), dry_run)
+    names = {"metaData": f"{m3m_name}-metadata"}
+    if spec.get("networkData") is not None:  # as CAPM3: a template without networkData renders no Secret of it
+        names["networkData"] = f"{m3m_name}-networkdata"
     existing = {key: store.get_if_exists(Ref("v1", "Secret", name, namespace)) for key, name in names.items()}
     foreign = [name for key, name in names.items()
                if existing[key] is not None and not controlled_by(existing[key], data)]
@@ -231,11 +243,6 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         return _data_status(store, data, False, f"Secret {namespace}/{foreign[0]} exists and was not rendered by "
                                                 f"this Metal3Data; it is left alone", dry_run)
     try:
-        template = data["spec"].get("template") or {}
-        if not template.get("name"):
-            raise Invalid("spec.template.name: Required value")
-        spec = template_spec(store, template_namespace(template, namespace, "spec.template.namespace"),
-                             template["name"])
         if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
             rendered = {}
         else:
@@ -246,11 +253,11 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
                     return DataResult(data, False, WAIT, f"waiting for an address from IPPool {pool}",
                                       [Ref(IPAM_API, "IPClaim", _address_claim_name(data, pool), namespace)])
                 addresses[pool] = address
-            rendered = {
-                "metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects, addresses,
-                                             namespace),
-                "networkData": render_network_data(spec.get("networkData") or {}, addresses,
-                                                   objects["baremetalhost"], objects)}
+            rendered = {"metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects,
+                                                     addresses, namespace)}
+            if "networkData" in names:
+                rendered["networkData"] = render_network_data(spec["networkData"], addresses,
+                                                              objects["baremetalhost"], objects)
     except Invalid as e:
         return _data_status(store, data, False, str(e), dry_run)
     for key, name in names.items():

@@ -61,6 +61,16 @@ def address_record(address: Address | None) -> dict[str, Any]:
     return {f.name: [] if f.name == "dns_servers" else None for f in dataclasses.fields(Address)}
 
 
+def parse_dns_servers(value: Any, path: str) -> tuple[str, ...]:
+    """The DNS servers of an address record, whether or not it holds an address: an Address's, or those of a
+    mapping (``dns_servers``, or ``dnsServers``). Errors name the field."""
+    if isinstance(value, Address):
+        return value.dns_servers
+    if not isinstance(value, dict):
+        raise Invalid(f"{path}: must be a mapping")
+    return _dns_servers(value, path)
+
+
 def _prefix(value: Any, path: str) -> int | None:
     if value is None or value == "":
         return None

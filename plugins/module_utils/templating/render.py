@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, Union, overload
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, parse_dns_servers
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
@@ -89,7 +89,9 @@ class PoolRef(NamedTuple):
 def normalize_template_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """``{"metaData", "networkData"}`` of a Metal3DataTemplate spec, upstream's or the seed's (under ``template``).
 
-    A part the template does not set is an empty mapping.
+    A part the template does not set is None, not an empty mapping: CAPM3 renders no document for a part that is
+    not set (no networkdata Secret, no networkData reference on the Metal3Data nor on the host), and the empty
+    document ``{links: [], networks: [], services: []}`` for a ``networkData: {}`` that is.
     """
     spec = _mapping(spec, "spec")
     template = _mapping(spec.get("template"), "spec.template")
@@ -98,7 +100,7 @@ def normalize_template_spec(spec: dict[str, Any]) -> dict[str, Any]:
         outer, inner = spec.get(part), template.get(part)
         if outer is not None and inner is not None and outer != inner:
             raise Invalid(f"spec.template.{part}: differs from spec.{part}; set one of them")
-        normalized[part] = (outer if outer is not None else inner) or {}
+        normalized[part] = outer if outer is not None else inner
     return normalized
 
 
@@ -113,16 +115,34 @@ def pool_names(template_spec: dict[str, Any], objects: dict[str, Object] | None 
     return sorted({_pool_name(ref, objects) for ref in _pool_refs(normalize_template_spec(template_spec))})
 
 
+@overload
+def render_network_data(network_data: None, addresses: Addresses, host: Object | None = None,
+                        objects: dict[str, Object] | None = None) -> None: ...
+
+
+@overload
 def render_network_data(network_data: dict[str, Any], addresses: Addresses, host: Object | None = None,
-                        objects: dict[str, Object] | None = None) -> dict[str, Any]:
-    """OpenStack network_data.json of a template's networkData, with the addresses claimed from its pools."""
-    network_data = _fields(network_data, "networkData", ("links", "networks", "services"))
+                        objects: dict[str, Object] | None = None) -> dict[str, Any]: ...
+
+
+def render_network_data(network_data: dict[str, Any] | None, addresses: Addresses, host: Object | None = None,
+                        objects: dict[str, Object] | None = None) -> dict[str, Any] | None:
+    """OpenStack network_data.json of a template's networkData, with the addresses claimed from its pools.
+
+    A template without networkData (None) renders no document (None), as CAPM3's renderNetworkData: the machine
+    then gets no network_data at all and cloud-init falls back to its default network. An empty networkData
+    (``{}``) renders the empty document ``{links: [], networks: [], services: []}``, as upstream's does.
+    """
+    if network_data is not None:
+        network_data = _fields(network_data, "networkData", ("links", "networks", "services"))
     objects = _objects(objects)
     if host is None:
         host = objects.get("baremetalhost")
     elif objects.get("baremetalhost") is None:
         objects["baremetalhost"] = _object_mapping(host, "host")
     addresses = _mapping(addresses, "addresses")
+    if network_data is None:  # the arguments are checked all the same
+        return None
     references: list[tuple[str, str]] = []  # (field, the link id it names), checked once every link is known
     rendered = {
         "links": _links(network_data.get("links"), host, objects, references),
@@ -156,11 +176,11 @@ def render_meta_data(meta_data: dict[str, Any], index: int, objects: dict[str, O
     def from_pool(field: str) -> Callable[[dict[str, Any], str], str]:
         def render(item: dict[str, Any], path: str) -> str:
             name = _string(item, "name", path)
+            if field == "dns_servers":  # upstream never renders these (CAPM3#3363)
+                return ",".join(_pool_dns_servers(addresses, name, path))
             pool = _pool(addresses, name, path)
             if field == "prefix":
                 return str(_pool_prefix(pool, name, path, 128))
-            if field == "dns_servers":  # upstream never renders these (CAPM3#3363)
-                return ",".join(pool.dns_servers)
             return str(getattr(pool, field) or "")
         return render
 
@@ -300,6 +320,23 @@ def _pool(addresses: Addresses, name: str, path: str) -> Address:
     if not isinstance(pool, Address) and not _mapping(pool, f"addresses[{name}]").get("address"):
         raise Invalid(f"{path}: no address from pool '{name}'")
     return Address.parse(pool, f"addresses[{name}]")
+
+
+def _pool_dns_servers(addresses: Addresses, name: str, path: str) -> tuple[str, ...]:
+    """The DNS servers a pool gave. CAPM3's renderNetworkServices and getRoutesv4/v6 read only the DNS servers of
+    what the pool gave, never its address: a pool that gave DNS servers but no address (a record of DNS servers
+    only, handed to the filters) renders them. A pool that gave nothing - neither an address nor DNS servers, or
+    no record at all - is an error naming the field."""
+    pool = addresses.get(name)
+    if isinstance(pool, Address):
+        return pool.dns_servers
+    record = _mapping(pool, f"addresses[{name}]")
+    if record.get("address"):
+        return Address.parse(record, f"addresses[{name}]").dns_servers
+    servers = parse_dns_servers(record, f"addresses[{name}]")
+    if not servers:
+        raise Invalid(f"{path}: no address nor DNS servers from pool '{name}'")
+    return servers
 
 
 def _pool_prefix(pool: Address, name: str, path: str, bits: int) -> int:
@@ -554,7 +591,7 @@ def _dns_services(value: Any, path: str, addresses: Addresses, objects: dict[str
     ref = _dns_pool(services, path)
     if ref is not None:
         name = _pool_name(ref, objects)
-        rendered.extend({"type": "dns", "address": server} for server in _pool(addresses, name, ref.path).dns_servers)
+        rendered.extend({"type": "dns", "address": server} for server in _pool_dns_servers(addresses, name, ref.path))
     return rendered
 
 

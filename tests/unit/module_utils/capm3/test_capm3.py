@@ -1,7 +1,10 @@
 """CAPM3's bookkeeping on a real SQLite store: data indexes, machine spread, pause, cluster readiness."""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
+import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3 import data
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
@@ -9,9 +12,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import online_after_release
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import write_config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 NS = "ns"
@@ -209,3 +214,59 @@ RELEASE_POWER = [
 @pytest.mark.parametrize(("spec", "fast_track", "online"), RELEASE_POWER)
 def test_power_of_a_released_host(spec, fast_track, online):
     assert online_after_release(spec, fast_track) is online
+
+
+# a Metal3DataTemplate spec → the network_data its machine's host gets (None: none at all). As CAPM3's
+# createSecrets: a template whose networkData is nil renders no networkdata Secret and sets no
+# Metal3Data.spec.networkData, so the host gets no networkData and its config drive no network_data.json
+# (cloud-init falls back to its default network); one whose networkData is set, even empty, renders the document.
+MACHINE_NETWORK_DATA = [
+    pytest.param({}, None, id="no-networkData"),
+    pytest.param({"metaData": {"strings": [{"key": "role", "value": "worker"}]}}, None, id="metaData-only"),
+    pytest.param({"networkData": {}}, {"links": [], "networks": [], "services": []}, id="empty-networkData"),
+    pytest.param({"networkData": {"services": {"dns": ["8.8.8.8"]}}},
+                 {"links": [], "networks": [], "services": [{"type": "dns", "address": "8.8.8.8"}]}, id="services"),
+]
+
+
+@pytest.mark.parametrize(("template_spec", "network_data"), MACHINE_NETWORK_DATA)
+def test_a_template_without_network_data_gives_the_host_none(store, tmp_path, template_spec, network_data):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": template_spec})
+    host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+                         "metadata": {"name": "h", "namespace": NS},
+                         "spec": {"online": False, "bmc": {"address": "fake://h", "credentialsName": "h-bmc"}}})
+    store.update_status({**host, "status": {"provisioning": {"state": "available"}}})
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {"name": "m", "namespace": NS},
+                  "spec": {"image": {"url": "http://images.example/os.qcow2", "checksum": "0" * 64,
+                                     "checksumType": "sha256", "diskFormat": "qcow2"},
+                           "dataTemplate": {"name": "net"}}})
+    step = reconcile_metal3machine(store, Ref(INFRA_API, "Metal3Machine", "m", NS))
+    assert step.phase == "provisioning", step.message  # rendered, and handed to the host
+    data = store.get(Ref(INFRA_API, "Metal3Data", "net-0", NS))
+    assert data["status"]["ready"] is True
+    secrets = sorted(s["metadata"]["name"] for s in store.list("v1", "Secret", NS))
+    host = store.get(Ref("metal3.io/v1alpha1", "BareMetalHost", "h", NS))
+    assert host["spec"]["metaData"] == {"name": "m-metadata", "namespace": NS}
+    if network_data is None:
+        assert secrets == ["m-metadata"]
+        assert "networkData" not in data["spec"] and "networkData" not in host["spec"]
+        assert "networkData" not in step.obj.get("status", {})
+    else:
+        assert secrets == ["m-metadata", "m-networkdata"]
+        assert data["spec"]["networkData"] == host["spec"]["networkData"] == {"name": "m-networkdata",
+                                                                              "namespace": NS}
+    # the config drive the host is deployed with (Ironic's, and the one a libvirt machine boots)
+    drive = config_drive(Ref.of(host), "uid", host["spec"], lambda name, _field: secret_values(
+        store.get(Ref("v1", "Secret", name, NS))))
+    assert drive.get("network_data") == network_data
+    iso = tmp_path / "config-2.iso"
+    write_config_drive(iso, drive)
+    listed = subprocess.run(["isoinfo", "-R", "-f", "-i", str(iso)], capture_output=True, text=True, check=True)
+    files = set(listed.stdout.split())
+    assert "/openstack/latest/meta_data.json" in files
+    assert ("/openstack/latest/network_data.json" in files) is (network_data is not None)
+    if network_data is not None:
+        extracted = subprocess.run(["isoinfo", "-R", "-i", str(iso), "-x", "/openstack/latest/network_data.json"],
+                                   capture_output=True, text=True, check=True)
+        assert yaml.safe_load(extracted.stdout) == network_data

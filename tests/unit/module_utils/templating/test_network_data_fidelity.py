@@ -257,3 +257,82 @@ def mac_links(mac: dict) -> dict:
 def test_mac_addresses_are_rendered_with_colons(mac, rendered):
     links = r.render_network_data(mac_links(mac), {}, DASHES_HOST)["links"]
     assert [link.get("ethernet_mac_address") or link.get("vlan_mac_address") for link in links] == [rendered] * 2
+
+
+# 6. a Metal3DataTemplate spec → the network_data document it renders. Upstream's renderNetworkData returns nil for a
+# template whose networkData is nil, and createSecrets then makes no networkdata Secret and sets no
+# Metal3Data.spec.networkData (so the host gets none and cloud-init falls back to its default network); a
+# networkData that is set, even empty, renders every key, an empty list each.
+EMPTY_DOCUMENT = {"links": [], "networks": [], "services": []}
+TEMPLATE_DOCUMENTS = [
+    pytest.param({}, None, id="no-networkData"),
+    pytest.param({"clusterName": "c", "metaData": {"strings": [{"key": "k", "value": "v"}]}}, None,
+                 id="metaData-only"),
+    pytest.param({"template": {"metaData": {}}}, None, id="seed-spelling-no-networkData"),
+    pytest.param({"networkData": {}}, EMPTY_DOCUMENT, id="empty-networkData"),
+    pytest.param({"template": {"networkData": {}}}, EMPTY_DOCUMENT, id="seed-spelling-empty-networkData"),
+    pytest.param({"networkData": {"services": {"dns": ["8.8.8.8"]}}},
+                 {**EMPTY_DOCUMENT, "services": [{"type": "dns", "address": "8.8.8.8"}]}, id="services-only"),
+]
+
+
+@pytest.mark.parametrize(("spec", "document"), TEMPLATE_DOCUMENTS)
+def test_a_template_without_network_data_renders_no_document(spec, document):
+    network_data = r.normalize_template_spec(spec)["networkData"]
+    assert r.render_network_data(network_data, ADDRESSES, HOST, OBJECTS) == document
+
+
+def test_no_network_data_still_checks_the_other_arguments():
+    with pytest.raises(Invalid, match=r"^addresses: must be a mapping"):
+        r.render_network_data(None, ["mgmt"], HOST)
+
+
+# 7. what a pool gave → the DNS servers dnsFromIPPool renders. Upstream's renderNetworkServices and getRoutesv4/v6
+# read only the dnsServers of what the pool gave, never its address: a pool that gave DNS servers but no address
+# (a record of DNS servers only, as a playbook hands the filters) renders them, top-level and on a route alike.
+DNS_ONLY = {"address": None, "prefix": None, "gateway": None, "dns_servers": ["10.0.0.53", "10.0.0.54"]}
+DNS_ONLY_SERVICES = [{"type": "dns", "address": "10.0.0.53"}, {"type": "dns", "address": "10.0.0.54"}]
+DNS_FROM_POOL = [
+    pytest.param({"dns": DNS_ONLY}, DNS_ONLY_SERVICES, id="dns-servers-and-no-address"),
+    pytest.param({"dns": {"dns_servers": ["10.0.0.53", "10.0.0.54"]}}, DNS_ONLY_SERVICES, id="dns-servers-only"),
+    pytest.param({"dns": {"dnsServers": ["10.0.0.53", "10.0.0.54"]}}, DNS_ONLY_SERVICES,
+                 id="ip-address-spec-spelling"),
+    pytest.param({"dns": {"address": "", "dns_servers": ["fd00::53"]}}, [{"type": "dns", "address": "fd00::53"}],
+                 id="empty-address"),
+    pytest.param({"dns": {"address": "10.0.0.5", "prefix": 24, "dns_servers": []}}, [],
+                 id="an-address-and-no-dns-servers"),  # upstream: an empty list
+]
+
+
+@pytest.mark.parametrize(("addresses", "services"), DNS_FROM_POOL)
+def test_dns_from_ip_pool_renders_what_the_pool_gave_without_an_address(addresses, services):
+    top = r.render_network_data({"services": {"dnsFromIPPool": "dns"}}, addresses)
+    assert top == {**EMPTY_DOCUMENT, "services": services}
+    route = route_services_network_data("ipv4DHCP", {"services": {"dnsFromIPPool": "dns"}})
+    rendered = r.render_network_data(route, addresses, HOST, OBJECTS)
+    assert rendered["networks"][0]["routes"][0]["services"] == services
+    meta = r.render_meta_data({"dnsServersFromIPPool": [{"key": "dns", "name": "dns"}]}, 0, {}, addresses, "ns")
+    assert meta == {"dns": ",".join(service["address"] for service in services)}
+
+
+# what a pool gave → the error dnsFromIPPool names: a pool that gave nothing, or is not there; and an address
+# is still required where one is rendered
+DNS_FROM_POOL_ERRORS = [
+    pytest.param({"services": {"dnsFromIPPool": "dns"}}, {"dns": {**DNS_ONLY, "dns_servers": []}},
+                 "networkData.services.dnsFromIPPool: no address nor DNS servers from pool 'dns'", id="nothing"),
+    pytest.param({"services": {"dnsFromIPPool": "dns"}}, {},
+                 "networkData.services.dnsFromIPPool: no address nor DNS servers from pool 'dns'", id="no-pool"),
+    pytest.param({"services": {"dnsFromIPPool": "dns"}}, {"dns": {"dns_servers": "10.0.0.53"}},
+                 "addresses[dns].dns_servers: must be a list of addresses", id="bad-dns-servers"),
+    pytest.param({"links": {"ethernets": [NIC0]},
+                  "networks": {"ipv4": [{"id": "n", "link": "nic0", "ipAddressFromIPPool": "dns"}]}},
+                 {"dns": DNS_ONLY}, "networkData.networks.ipv4[0].ipAddressFromIPPool: no address from pool 'dns'",
+                 id="an-address-is-still-needed-for-a-static-network"),
+]
+
+
+@pytest.mark.parametrize(("network_data", "addresses", "message"), DNS_FROM_POOL_ERRORS)
+def test_dns_from_ip_pool_of_a_pool_that_gave_nothing_names_the_field(network_data, addresses, message):
+    with pytest.raises(Invalid) as error:
+        r.render_network_data(network_data, addresses, HOST, OBJECTS)
+    assert str(error.value).startswith(message)

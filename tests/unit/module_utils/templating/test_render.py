@@ -192,7 +192,9 @@ def test_the_seed_template_works_as_written_and_renders_as_upstreams_spelling():
 def test_both_template_shapes_normalize_alike():
     upstream_shape = {"networkData": SEED["template"]["networkData"]}
     assert r.normalize_template_spec(SEED) == r.normalize_template_spec(upstream_shape)
-    assert r.normalize_template_spec({}) == {"metaData": {}, "networkData": {}}
+    # a part not set is None, not {}: CAPM3 renders no document for it (an empty one for a part set to {})
+    assert r.normalize_template_spec({}) == {"metaData": None, "networkData": None}
+    assert r.normalize_template_spec({"template": {"networkData": {}}}) == {"metaData": None, "networkData": {}}
 
 
 # networkData or metaData → the field the error names
