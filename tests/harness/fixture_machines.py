@@ -11,11 +11,13 @@ from typing import Any
 from xml.etree import ElementTree
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
     LibvirtMachines,
     MachineLimits,
     MachineSize,
     VirtualMachine,
+    check_image_urls,
 )
 
 
@@ -35,6 +37,10 @@ class FixtureMachines:
     calls: list[tuple[str, str]] = field(default_factory=list)
     down: bool = False  # the hypervisor does not answer
     limits: MachineLimits = field(default_factory=MachineLimits)
+    policy: OutboundPolicy = field(default_factory=OutboundPolicy)
+
+    def check_image(self, image: dict[str, Any]) -> None:
+        check_image_urls(image, self.policy)  # the real check: it asks the hypervisor nothing
 
     def _answer(self, call: str, name: str) -> None:
         if self.down:

@@ -724,6 +724,8 @@ class _MachineFlow(_Flow):
             raise Invalid(f"spec.customDeploy: a HostClaim of kind {LIBVIRT} boots spec.image")
         refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
         macs = mac_addresses(self.uid, size.nics)
+        if self.machines is not None and self.deploying:  # what the tenant asks fetched, before anything is done
+            self.machines.check_image(self.spec["image"])
         machine = self._machine()
         if machine is None and self.deploying and not refusals:
             drive = config_drive(self.ref, self.uid, self.spec, self._secret)

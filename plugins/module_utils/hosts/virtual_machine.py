@@ -219,6 +219,10 @@ class VirtualMachines(Protocol):
     @property
     def limits(self) -> MachineLimits: ...
 
+    def check_image(self, image: dict[str, Any]) -> None:
+        """MachineFailure naming the field when the image's or its checksum file's URL is one this controller
+        does not fetch; nothing is fetched and the hypervisor is not asked anything."""
+
     def get(self, name: str) -> VirtualMachine | None: ...
 
     def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
@@ -305,6 +309,9 @@ class LibvirtMachines:
     @property
     def limits(self) -> MachineLimits:
         return self.options.limits
+
+    def check_image(self, image: dict[str, Any]) -> None:
+        check_image_urls(image, self.policy)
 
     # -- virsh -----------------------------------------------------------------------------------------------
     def _virsh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -406,8 +413,8 @@ class LibvirtMachines:
             raise MachineFailure(f"spec.image.format: {_shown(image_format)} is not one a virtual machine boots "
                                  "(qcow2, raw)")
         deadline = Deadline(self.options.image_timeout)
+        check_image_urls(image, self.policy)  # both, before the checksum file is fetched
         try:
-            self.policy.check(url, "spec.image.url")  # before the checksum file is fetched
             algorithm, expected = checksum_of(image, self.policy, deadline, self.options.max_image_size)
         except Refused as e:
             raise MachineFailure(str(e)) from None
@@ -437,6 +444,20 @@ class LibvirtMachines:
             Path(part).unlink(missing_ok=True)
             raise
         return path, image_format
+
+
+def check_image_urls(image: dict[str, Any], policy: OutboundPolicy) -> None:
+    """The image's URL and its checksum file's (when the checksum is a URL) through ``policy``: MachineFailure
+    naming the field when either is one the controller does not fetch. On a cluster no webhook has checked them."""
+    urls = [("spec.image.url", str(image.get("url") or ""))]
+    checksum = str(image.get("checksum") or "")
+    if "://" in checksum:
+        urls.append(("spec.image.checksum", checksum))
+    try:
+        for field, url in urls:
+            policy.check(url, field)
+    except Refused as e:
+        raise MachineFailure(str(e)) from None
 
 
 def inspect_image(path: Path, image_format: str, url: str) -> None:

@@ -243,6 +243,18 @@ def test_a_url_the_controller_must_not_fetch_fails_the_claim_naming_the_field(st
     assert not (tmp_path / "vms" / f"{MACHINE}.qcow2").exists()
 
 
+def test_a_url_the_controller_must_not_fetch_is_refused_before_the_hypervisor_is_asked_anything(store, machines):
+    """On a cluster no webhook checks a claim's URLs, and the operator may run where libvirt is down or absent:
+    the claim names the field whatever the hypervisor would answer."""
+    ref = vm_claim(store, image={"url": "http://images.example/debian.qcow2", "checksum": "file:///etc/passwd",
+                                 "format": "qcow2"})
+    machines.down = True
+    result = step(store, ref, machines)
+    failed_naming(store, ref, result, "spec.image.checksum")
+    assert "not an http or https URL" in result.error
+    assert machines.calls == []
+
+
 def test_a_checksum_file_with_junk_is_never_echoed_into_the_status(store, tmp_path, served):
     served.files["/SHA256SUMS"] = b"root:x:0:0:root:/root:/bin/bash\ntoken=s3cr3t debian.qcow2\n"
     ref = vm_claim(store, image={"url": "http://images.example/debian.qcow2", "checksum": served.url("/SHA256SUMS"),
