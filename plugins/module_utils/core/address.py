@@ -71,6 +71,15 @@ def parse_dns_servers(value: Any, path: str) -> tuple[str, ...]:
     return _dns_servers(value, path)
 
 
+def parse_gateway(value: Any, path: str) -> str | None:
+    """The gateway of an address record, whether or not it holds an address (see parse_dns_servers)."""
+    if isinstance(value, Address):
+        return value.gateway
+    if not isinstance(value, dict):
+        raise Invalid(f"{path}: must be a mapping")
+    return _optional_string(value.get("gateway"), f"{path}.gateway")
+
+
 def _prefix(value: Any, path: str) -> int | None:
     if value is None or value == "":
         return None

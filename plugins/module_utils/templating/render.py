@@ -29,7 +29,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, Union, overload
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import Address, parse_dns_servers
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import (
+    Address,
+    parse_dns_servers,
+    parse_gateway,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 
@@ -178,6 +182,8 @@ def render_meta_data(meta_data: dict[str, Any], index: int, objects: dict[str, O
             name = _string(item, "name", path)
             if field == "dns_servers":  # upstream never renders these (CAPM3#3363)
                 return ",".join(_pool_dns_servers(addresses, name, path))
+            if field == "gateway":
+                return _pool_gateway(addresses, name, path) or ""
             pool = _pool(addresses, name, path)
             if field == "prefix":
                 return str(_pool_prefix(pool, name, path, 128))
@@ -323,20 +329,29 @@ def _pool(addresses: Addresses, name: str, path: str) -> Address:
 
 
 def _pool_dns_servers(addresses: Addresses, name: str, path: str) -> tuple[str, ...]:
-    """The DNS servers a pool gave. CAPM3's renderNetworkServices and getRoutesv4/v6 read only the DNS servers of
-    what the pool gave, never its address: a pool that gave DNS servers but no address (a record of DNS servers
-    only, handed to the filters) renders them. A pool that gave nothing - neither an address nor DNS servers, or
-    no record at all - is an error naming the field."""
+    return tuple(_pool_gave(addresses, name, path, "DNS servers") or ())
+
+
+def _pool_gateway(addresses: Addresses, name: str, path: str) -> str | None:
+    gateway = _pool_gave(addresses, name, path, "gateway")
+    return str(gateway) if gateway else None
+
+
+def _pool_gave(addresses: Addresses, name: str, path: str, part: str) -> Any:
+    """The DNS servers or the gateway a pool gave. CAPM3's renderers of network services, routes and metaData
+    read only that part of what the pool gave, never its address: a pool that gave it but no address (a record
+    without one, handed to the filters) renders it. A pool that gave neither an address nor that part - or no
+    record at all - is an error naming the field."""
     pool = addresses.get(name)
-    if isinstance(pool, Address):
-        return pool.dns_servers
-    record = _mapping(pool, f"addresses[{name}]")
-    if record.get("address"):
-        return Address.parse(record, f"addresses[{name}]").dns_servers
-    servers = parse_dns_servers(record, f"addresses[{name}]")
-    if not servers:
-        raise Invalid(f"{path}: no address nor DNS servers from pool '{name}'")
-    return servers
+    where = f"addresses[{name}]"
+    record = pool if isinstance(pool, Address) else _mapping(pool, where)
+    if isinstance(record, Address) or record.get("address"):
+        address = Address.parse(record, where)
+        return address.dns_servers if part == "DNS servers" else address.gateway
+    given = parse_dns_servers(record, where) if part == "DNS servers" else parse_gateway(record, where)
+    if not given:
+        raise Invalid(f"{path}: no address nor {part} from pool '{name}'")
+    return given
 
 
 def _pool_prefix(pool: Address, name: str, path: str, bits: int) -> int:
@@ -549,7 +564,7 @@ def _routes(value: Any, path: str, version: int, addresses: Addresses,
         if isinstance(given, PoolRef):
             name = _pool_name(given, objects)
             gateway_path = given.path
-            gateway = _pool(addresses, name, gateway_path).gateway
+            gateway = _pool_gateway(addresses, name, gateway_path)
             if not gateway:
                 raise Invalid(f"{gateway_path}: pool '{name}' has no gateway")
         else:

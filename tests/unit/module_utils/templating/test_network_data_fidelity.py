@@ -315,6 +315,33 @@ def test_dns_from_ip_pool_renders_what_the_pool_gave_without_an_address(addresse
     assert meta == {"dns": ",".join(service["address"] for service in services)}
 
 
+# what a pool gave (a record without an address, as the filters take one) → the gateway a route and the metaData
+# render from it: CAPM3 reads only the pool's gateway there
+GATEWAY_FROM_POOL = [
+    pytest.param({"gw": {"gateway": "192.168.11.254"}}, "192.168.11.254", id="a-gateway-and-no-address"),
+    pytest.param({"gw": {"address": "", "gateway": "192.168.11.254"}}, "192.168.11.254", id="empty-address"),
+    pytest.param({"gw": {"address": "192.168.11.7", "prefix": 24, "gateway": "192.168.11.1"}}, "192.168.11.1",
+                 id="an-address-and-its-gateway"),
+]
+
+
+@pytest.mark.parametrize(("addresses", "gateway"), GATEWAY_FROM_POOL)
+def test_a_gateway_from_a_pool_renders_what_the_pool_gave_without_an_address(addresses, gateway):
+    route = route_services_network_data("ipv4DHCP", {"gateway": {"fromIPPool": "gw"}})
+    rendered = r.render_network_data(route, addresses, HOST, OBJECTS)
+    assert rendered["networks"][0]["routes"][0]["gateway"] == gateway
+    meta = r.render_meta_data({"gatewaysFromIPPool": [{"key": "gw", "name": "gw"}]}, 0, {}, addresses, "ns")
+    assert meta == {"gw": gateway}
+
+
+def test_a_gateway_from_a_pool_that_gave_none_names_the_field():
+    route = route_services_network_data("ipv4DHCP", {"gateway": {"fromIPPool": "gw"}})
+    with pytest.raises(Invalid) as error:
+        r.render_network_data(route, {"gw": {"dns_servers": ["10.0.0.53"]}}, HOST, OBJECTS)
+    assert str(error.value) == "networkData.networks.ipv4DHCP[0].routes[0].gateway.fromIPPool: no address nor " \
+                               "gateway from pool 'gw'"
+
+
 # what a pool gave → the error dnsFromIPPool names: a pool that gave nothing, or is not there; and an address
 # is still required where one is rendered
 DNS_FROM_POOL_ERRORS = [
