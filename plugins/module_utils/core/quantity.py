@@ -6,9 +6,10 @@ The grammar is apimachinery's: a signed decimal number, then one suffix - binary
 decimal SI (``n u m k M G T P E``, or none) or a decimal exponent (``e3``, ``E-2``). A quantity that names bytes
 is read as Kubernetes reads it into an integer (``Quantity.Value()``): a fraction of a byte rounds up.
 
-A quantity is at most 2^63-1 in magnitude (apimachinery caps larger ones at int64; here they are no quantity), and
-that is checked before anything is computed: ``1e999999`` costs nothing to refuse, and no caller ever turns a
-thousands-of-digits number into an int.
+A quantity's size is bounded before anything is computed: at most 40 digits before the point and a decimal exponent
+of at most 30 either way, so ``1e999999`` costs nothing to refuse and no caller ever turns a thousands-of-digits
+number into an int. What is read may still pass apimachinery's int64 (``16Ei``): each caller bounds what it reads
+(and says so in its own words: "more than 9223372036854775807 bytes", "more than 16Ti").
 """
 from __future__ import annotations
 
@@ -21,14 +22,12 @@ BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 <<
 DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal(10) ** 3,
            "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
            "E": Decimal(10) ** 18}
-# The largest magnitude of a quantity: apimachinery's int64.
-LIMIT = (1 << 63) - 1
-# A decimal exponent (``e30``) beyond this, either way, is refused before it is applied: with at most 40 digits
-# before the point, a number cannot reach 2^63 without one, nor pass it with one below -30 (1e-30 rounds up to 1).
+# A decimal exponent (``e30``) beyond this, either way, and more digits than this before the point, are refused
+# before anything is computed: what is read stays a number of at most some 70 digits.
 MAX_EXPONENT = 30
 MAX_INTEGER_DIGITS = 40
 RULE = ("a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), k, M, G, T, P, E (of 1000) or "
-        f"an exponent (e3), of at most 2^63-1 ({LIMIT})")
+        f"an exponent of at most {MAX_EXPONENT} (e3)")
 
 
 def parse_quantity(value: Any) -> Decimal | None:
@@ -36,7 +35,7 @@ def parse_quantity(value: Any) -> Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return Decimal(value) if abs(value) <= LIMIT else None
+        return Decimal(value) if len(str(abs(value))) <= MAX_INTEGER_DIGITS else None
     if not isinstance(value, str):
         return None
     found = _QUANTITY.fullmatch(value.strip())
@@ -61,8 +60,6 @@ def parse_quantity(value: Any) -> Decimal | None:
         else:
             amount *= DECIMAL[suffix]
     except (DecimalException, ValueError):
-        return None
-    if abs(amount) > LIMIT:
         return None
     return -amount if sign == "-" else amount
 

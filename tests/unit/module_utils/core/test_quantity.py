@@ -29,20 +29,22 @@ def test_anything_else_is_no_quantity(text):
     assert parse_quantity(text) is None
 
 
-# apimachinery holds a quantity in an int64; beyond it, and a decimal exponent beyond 30, is no quantity here. Each is
-# refused before anything is computed (issue 30: 1e5000 raised ValueError turning into an int, 1e999999 took 76 s).
+# A decimal exponent beyond 30, or more than 40 digits before the point, is no quantity here, refused before
+# anything is computed (issue 30: 1e5000 raised ValueError turning into an int, 1e999999 took 76 s).
 @pytest.mark.parametrize("text", ["1e5000", "1e999999", "1E-999999", "1e" + "0" * 5000 + "40", "9" * 100000,
-                                  "9223372036854775808", "-9223372036854775808", "8Ei", "9.3e18", "1e31", "1e-31",
-                                  10**19, "1" + "0" * 41 + "e-30"])
-def test_a_quantity_beyond_int64_or_an_absurd_exponent_is_none_and_costs_nothing(text):
+                                  "1e31", "1e-31", 10**41, "1" + "0" * 41 + "e-30"])
+def test_an_absurd_quantity_is_none_and_costs_nothing(text):
     started = time.process_time()
     assert parse_quantity(text) is None
     assert time.process_time() - started < 0.1
 
 
+# Beyond apimachinery's int64 a quantity is still read: its caller bounds it, naming its own limit.
 @pytest.mark.parametrize(("text", "value"), [("9223372036854775807", 2**63 - 1), ("7Ei", 7 * 2**60),
                                              ("9.2e18", 92 * 10**17), ("1e30e", None), ("1e-30", Decimal("1e-30")),
-                                             ("1e" + "0" * 5000 + "3", 1000)])
+                                             ("1e" + "0" * 5000 + "3", 1000), ("16Ei", 16 * 2**60),
+                                             ("9223372036854775808", 2**63), ("-9223372036854775808", -(2**63)),
+                                             ("1e30", 10**30), (10**19, 10**19)])
 def test_the_largest_quantities_are_still_read(text, value):
     assert parse_quantity(text) == value
 
