@@ -153,6 +153,7 @@ from typing import Any
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, check_name, check_namespace
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import API, KIND, converge_claims
@@ -173,7 +174,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     wait_for = params["wait_for"]
     steps, reached = converge_claims(lambda: open_store(options), IronicOptions.from_params(params), refs, wait_for,
                                      params["wait_timeout"] if wait_for else 0, check_mode,
-                                     machines=libvirt_machines(params))
+                                     machines=libvirt_machines(params), outbound=OutboundPolicy.from_params(params))
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "claims": [s.summary() for s in steps if s.obj is not None]}
     failing = [s for s in steps if s.error]

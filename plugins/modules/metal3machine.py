@@ -172,6 +172,7 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import libvirt_machines
@@ -189,7 +190,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
                               selector, (wait_for,) if wait_for else (), params["wait_timeout"] if wait_for else 0,
                               check_mode, params["strict_failure_domain"], name=params["name"],
                               fast_track=params["fast_track"], host_claim_mode=params["host_claim_mode"],
-                              machines=libvirt_machines(params))
+                              machines=libvirt_machines(params), outbound=OutboundPolicy.from_params(params))
     result: dict[str, Any] = {"changed": any(s.changed for s in steps),
                               "machines": [s.summary() for s in steps if s.obj is not None]}
     if wait_for and not reached:

@@ -48,6 +48,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     secret_values,
     split_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim
@@ -126,14 +127,16 @@ def host_image(image: dict[str, Any]) -> dict[str, Any]:
 
 def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
                             strict_failure_domain: bool = False, fast_track: bool = False,
-                            host_claim_mode: bool = False, machines: VirtualMachines | None = None) -> MachineResult:
+                            host_claim_mode: bool = False, machines: VirtualMachines | None = None,
+                            outbound: OutboundPolicy | None = None) -> MachineResult:
     """One step of the Metal3Machine named by ``ref``. HostClaim mode: for every machine with ``host_claim_mode``,
-    else for a machine whose spec names a ``kind`` of compute; ``machines`` serves HostClaims of kind libvirt."""
+    else for a machine whose spec names a ``kind`` of compute; ``machines`` serves HostClaims of kind libvirt;
+    ``outbound``: which of the controller's own hosts a claim's URLs may name (hosts/hostclaim.py)."""
     try:
         m3m = store.get(ref)
     except NotFound:
         return MachineResult(None, message="gone", phase="deleted")
-    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track, host_claim_mode, machines)
+    flow = _Flow(store, m3m, dry_run, strict_failure_domain, fast_track, host_claim_mode, machines, outbound)
     if flow.paused():
         return MachineResult(m3m, message="paused", phase="paused", host=flow.host_name,
                              host_class=flow.host_class)
@@ -144,11 +147,13 @@ def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
 
 class _Flow:
     def __init__(self, store: Store, m3m: Object, dry_run: bool, strict_failure_domain: bool, fast_track: bool,
-                 host_claim_mode: bool = False, machines: VirtualMachines | None = None):
+                 host_claim_mode: bool = False, machines: VirtualMachines | None = None,
+                 outbound: OutboundPolicy | None = None):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
         self.host_class = str((m3m.get("spec") or {}).get("kind") or BAREMETAL)
         self.fast_track, self.claim_mode = fast_track, host_claim_mode or bool((m3m.get("spec") or {}).get("kind"))
         self.machines = machines
+        self.outbound = outbound or OutboundPolicy()
         self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
         self.claim_view: Object | None = None  # HostClaim mode: the host as the claim showed it this reconcile
         self.landed: str | None = None  # the failure domain of the host it holds, once seen this reconcile
@@ -277,7 +282,8 @@ class _Flow:
         return claim
 
     def _step_claim(self) -> hostclaim.ClaimResult:
-        step = hostclaim.reconcile_host_claim(self.store, self._claim_ref(), self.dry_run, self.machines)
+        step = hostclaim.reconcile_host_claim(self.store, self._claim_ref(), self.dry_run, self.machines,
+                                              self.outbound)
         self.changed = self.changed or step.changed
         self.bound_host = step.host
         return step

@@ -38,6 +38,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     dns_label_problem,
     split_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
@@ -171,7 +172,8 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
              targets: tuple[str, ...] = ("ready",), timeout: float = 0, dry_run: bool = False,
              strict_failure_domain: bool = False, concurrency: int = 20, name: str | None = None,
              fast_track: bool = False, host_claim_mode: bool = False, machines: VirtualMachines | None = None,
-             sleep: Callable[[float], None] = time.sleep) -> tuple[list[MachineResult], bool]:
+             sleep: Callable[[float], None] = time.sleep,
+             outbound: OutboundPolicy | None = None) -> tuple[list[MachineResult], bool]:
     """Step the selected Metal3Machines (``name``, else ``selector``) and their hosts until every one is ready
     (or deleted) or time is up. No target: one step."""
     one_step = not targets or dry_run
@@ -183,7 +185,7 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
             else:
                 refs = [Ref.of(m) for m in store.list(INFRA_API, "Metal3Machine", namespace, selector)]
             steps = [reconcile_metal3machine(store, ref, dry_run, strict_failure_domain, fast_track, host_claim_mode,
-                                             machines) for ref in refs]
+                                             machines, outbound) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report("Metal3Machine", f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
             if result.placement:  # told once, when the step that placed it changed something

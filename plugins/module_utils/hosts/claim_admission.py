@@ -22,8 +22,9 @@ Three choices of ours, beyond upstream's webhook:
 - The class of compute (``spec.kind``, upstream's hybrid-cluster design): one served here, ``args`` that kind
   reads (hosts/virtual_machine.py, with its fixed sanity bounds), no ``identityRef`` or ``customDeploy`` for a
   virtual machine; its image and checksum URLs http or https only (core/outbound.py), since the controller itself
-  fetches them. The reconcile checks all of it again (on a cluster no webhook admits HostClaims), the hosts a URL
-  names too.
+  fetches them; and fixed once the claim is bound (its status names a bareMetalHost or a virtualMachine): a claim
+  not yet bound may change it. The reconcile checks all of it again (on a cluster no webhook admits HostClaims),
+  the hosts a URL names too (hosts/hostclaim.py).
 
 HostDeployPolicy: upstream has no webhook, and a bad policy fails each claim's reconcile instead. Here it is
 refused when written: nameMatches must compile, names must be namespace names, hasLabels label keys and values.
@@ -52,6 +53,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_mac
     KINDS,
     LIBVIRT,
     args_problems,
+    claim_kind,
 )
 
 GROUP = "metal3.io"
@@ -75,9 +77,26 @@ def _refuse(kind: str, obj: Object, problems: list[Problem]) -> None:
 
 
 def admit_host_claim(store: admission.Reader, new: Object, old: Object | None) -> None:
-    """Upstream's HostClaim webhook (the same on create and update), and ours on Secrets: Invalid listing every
-    problem, each naming its field."""
-    _refuse(CLAIM_KIND, new, list(validate_host_claim(new)))
+    """Upstream's HostClaim webhook (the same on create and update), and ours on Secrets and on a bound claim's
+    kind: Invalid listing every problem, each naming its field."""
+    problems = list(validate_host_claim(new))
+    if old is not None:
+        problems.extend(kind_change_problems(new, old))
+    _refuse(CLAIM_KIND, new, problems)
+
+
+def kind_change_problems(new: Object, old: Object) -> Iterator[Problem]:
+    """spec.kind changed on a claim that is bound: what serves it would be orphaned (never released)."""
+    if claim_kind(new) == claim_kind(old):
+        return
+    status = old.get("status") or {}
+    for field in ("bareMetalHost", "virtualMachine"):
+        bound = status.get(field)
+        if isinstance(bound, dict) and bound.get("name"):
+            yield "spec.kind", (f"cannot change from {claim_kind(old)} to {claim_kind(new)}: the claim is bound "
+                                f"(status.{field} is {bound.get('namespace', '')}/{bound['name']}); delete the "
+                                "claim, which releases it, and make a new one")
+            return
 
 
 def validate_host_claim(claim: Object) -> Iterator[Problem]:

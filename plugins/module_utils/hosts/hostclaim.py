@@ -13,6 +13,11 @@ Delete: the host's spec cleared and powered off, the host deprovisioned (cleaned
 automatedCleaningMode says: the infrastructure's decision, which no tenant can turn off), the copies deleted,
 the host freed for the next claim of any tenant, the HardwareData deleted, the finalizer removed.
 
+What serves a claim is fixed once it is bound: ``spec.kind`` cannot change then (admission refuses it; a claim
+changed past admission - on a cluster, which serves no webhook for HostClaims - is reported, not served), and a
+deleted claim releases whatever the world says serves it - a host whose consumerRef names it, a virtual machine
+this claim made - whatever its spec.kind says now.
+
 Upstream binds and unbinds only (its release is a TODO); what it names (kinds, fields, finalizer, conditions and
 their reasons) is kept. Its status has no state or addresses: ``status.state`` and ``status.addresses`` are this
 collection's additions.
@@ -43,7 +48,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     secret_values,
     split_reference,
 )
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import Refused
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
@@ -131,6 +136,8 @@ NO_HOST_WAIT = 10.0  # a pending claim looks again (upstream: 30 s)
 # Ours, on a claim whose hosts are in another store (spec.identityRef): whether that store answers.
 HOSTS_REACHABLE = "HostsReachable"
 HOSTS_UNREACHABLE, REMOTE_REFUSED = "HostsUnreachable", "IdentityRefInvalid"
+# Ours: spec.kind changed after the claim was bound (past admission).
+KIND_CHANGED = "KindChanged"
 UNREACHABLE_WAIT = 10.0
 WAIT = 2.0  # while its host changes state
 
@@ -242,27 +249,44 @@ def _data_refusal(claim: Object, field: str) -> str:
 # -- the reconcile ---------------------------------------------------------------------------------------------
 
 def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False,
-                         machines: VirtualMachines | None = None) -> ClaimResult:
+                         machines: VirtualMachines | None = None,
+                         outbound: OutboundPolicy | None = None) -> ClaimResult:
     """One step of the HostClaim named by ``ref``; ``machines``: the hypervisor that serves claims of kind
-    libvirt (None: this controller serves none, and such a claim says so)."""
+    libvirt (None: this controller serves none, and such a claim says so); ``outbound``: which of the
+    controller's own hosts the server of a claim's identityRef may name (default: none)."""
     try:
         claim = store.get(ref)
     except NotFound:
         return ClaimResult(None, message="gone", phase="deleted")
     if pause.paused(claim):
         return ClaimResult(claim, message="paused", phase="paused")
-    if claim_kind(claim) == LIBVIRT:
+    deleting = bool(claim["metadata"].get("deletionTimestamp"))
+    if claim_kind(claim) == LIBVIRT or deleting:
         served = _MachineFlow(store, claim, dry_run, machines)
         try:
-            return _step(served)
+            if deleting:
+                # Whatever serves the claim is released, whatever its spec.kind says now: its machine first, then
+                # the host it holds (the host flow ends by forgetting the claim).
+                if not _may_hold_host(claim):
+                    return _step(served)
+                served.delete_machine()
+            else:
+                switched = _switched_kind(claim)
+                if switched:
+                    return served.kind_changed(switched)
+                return _step(served)
         except (MachineFailure, Invalid, HostFailure, Refused) as e:
             return served.failed(str(getattr(e, "message", "") or e))
         except Unavailable as e:
             return served.failed(str(e), UNREACHABLE_WAIT)
+    else:
+        switched = _switched_kind(claim)
+        if switched:
+            return _Flow(store, store, claim, dry_run).kind_changed(switched)
     if identity_ref(claim) is None:
         return _step(_Flow(store, store, claim, dry_run))
     try:
-        hosts: Store = open_remote_hosts(store, claim)
+        hosts: Store = open_remote_hosts(store, claim, outbound or OutboundPolicy())
     except RemoteRefused as e:
         return _Flow(store, store, claim, dry_run).unreachable(REMOTE_REFUSED, str(e), None)
     except HostsUnreachable as e:
@@ -273,6 +297,42 @@ def reconcile_host_claim(store: Store, ref: Ref, dry_run: bool = False,
             return _step(flow)
         except HostsUnreachable as e:  # the link went down midway: what the claim has stays, it looks again
             return flow.unreachable(HOSTS_UNREACHABLE, str(e), UNREACHABLE_WAIT)
+        except RemoteRefused as e:
+            return flow.unreachable(REMOTE_REFUSED, str(e), None)
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as e:
+            # The hosts' cluster answered objects of a shape no Kubernetes API serves (the tenant chose it).
+            return flow.unreachable(HOSTS_UNREACHABLE, f"spec.identityRef: the hosts' cluster at "
+                                    f"{getattr(hosts, 'host', '?')} answered objects this controller cannot read "
+                                    f"({type(e).__name__})", UNREACHABLE_WAIT)
+
+
+def _bound_to(claim: Object) -> tuple[str, str]:
+    """What the claim's status says serves it: (kind of compute, <namespace>/<name>), or ('', '')."""
+    status = claim.get("status") or {}
+    for field, kind in (("bareMetalHost", BAREMETAL), ("virtualMachine", LIBVIRT)):
+        bound = status.get(field)
+        if isinstance(bound, dict) and bound.get("name"):
+            return kind, f"{bound.get('namespace', '')}/{bound['name']}"
+    return "", ""
+
+
+def _switched_kind(claim: Object) -> str:
+    """Why the claim cannot be served as its spec.kind says: it is bound to compute of another kind ('' when
+    not)."""
+    kind, name = _bound_to(claim)
+    if not kind or kind == claim_kind(claim):
+        return ""
+    what = "host" if kind == BAREMETAL else "virtual machine"
+    return (f"spec.kind: {claim_kind(claim)} - the claim is bound to {what} {name} of kind {kind}, and its kind "
+            "cannot change once it is bound; set it back, or delete the claim (which releases the "
+            f"{what}) and make a new one")
+
+
+def _may_hold_host(claim: Object) -> bool:
+    """Whether a host may hold the claim: its status names one, or it has an identity as a host's consumer
+    (given before any host is bound, kept for good)."""
+    return _bound_to(claim)[0] == BAREMETAL or \
+        CLAIM_ID_ANNOTATION in (claim["metadata"].get("annotations") or {})
 
 
 def _step(flow: _Flow) -> ClaimResult:
@@ -607,6 +667,11 @@ class _Flow:
 
         self.claim = retry_on_conflict(write)
 
+    def kind_changed(self, why: str) -> ClaimResult:
+        """The claim's spec.kind was changed after it was bound (past admission): nothing is served or changed
+        - what is bound stays bound, and is released when the claim is deleted - until it is set back."""
+        return self._stuck("failed", READY_CONDITION, KIND_CHANGED, why, None)
+
     # -- hosts elsewhere ---------------------------------------------------------------------------------------
     def unreachable(self, reason: str, why: str, requeue: float | None) -> ClaimResult:
         """The claim's hosts cannot be reached (or its identityRef used)."""
@@ -779,13 +844,27 @@ class _MachineFlow(_Flow):
         return self._stuck("failed", READY_CONDITION, MACHINE_FAILED, why, requeue)
 
     def delete(self) -> ClaimResult:
-        machine = self._machine() if self.machines is not None or \
-            (self.claim.get("status") or {}).get("virtualMachine") else None
-        if machine is not None:
+        self.delete_machine()
+        return self._forget()
+
+    def delete_machine(self) -> None:
+        """Delete the machine this claim made, if there is one - whatever the claim's spec.kind says now (it may
+        have changed past admission): one its status names, or one this controller's hypervisor has under the
+        claim's name with the claim's uid in its metadata. A machine of that name made by anyone else is left
+        alone."""
+        named = bool((self.claim.get("status") or {}).get("virtualMachine"))
+        if self.machines is None and not named:
+            return
+        try:
+            machine = self._hypervisor().get(self.machine_name)
+        except Unavailable:
+            if named or claim_kind(self.claim) == LIBVIRT:
+                raise
+            return  # a bare-metal claim that never had a machine: a hypervisor down does not hold its release
+        if machine is not None and machine.owner == self.uid:
             if not self.dry_run:
                 self._hypervisor().delete(self.machine_name)
             self.changed = True
-        return self._forget()
 
 
 def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
@@ -825,15 +904,16 @@ def host_view(store: Store, claim: Object | None) -> Object | None:
 def converge_claims(store_factory: Callable[[], Store], ironic: IronicOptions, refs: list[Ref],
                     target: str | None = None, timeout: float = 0, dry_run: bool = False, concurrency: int = 20,
                     sleep: Callable[[float], None] = time.sleep,
-                    machines: VirtualMachines | None = None) -> tuple[list[ClaimResult], bool]:
+                    machines: VirtualMachines | None = None,
+                    outbound: OutboundPolicy | None = None) -> tuple[list[ClaimResult], bool]:
     """Step the claims named by ``refs`` and their hosts until every one reaches ``target`` (bound, provisioned,
     deleted), or time is up, or a claim cannot go on (its ``error``). No target: one step of each claim; its host
-    has a reconcile of its own (the operator's)."""
+    has a reconcile of its own (the operator's). ``outbound``: as for reconcile_host_claim."""
     one_step = target is None or dry_run
 
     def step() -> list[ClaimResult]:
         with store_factory() as store:
-            steps = [reconcile_host_claim(store, ref, dry_run, machines) for ref in refs]
+            steps = [reconcile_host_claim(store, ref, dry_run, machines, outbound) for ref in refs]
         for ref, result in zip(refs, steps, strict=True):
             report(KIND, f"{ref.namespace}/{ref.name}", result.phase, changed=result.changed)
         if one_step:

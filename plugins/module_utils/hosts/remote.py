@@ -7,17 +7,30 @@ hosts of a management cluster; nothing of the hosts' (BMC credentials least of a
 
 The kubeconfig is the tenant's input, read by whatever reconciles the claim (the operator): it may reach a cluster
 with a token or client certificate given inline and nothing else - no file of the reconciler's machine (a CA, a
-key, a token file) and no command (``exec`` or ``auth-provider`` plugins) is ever used on its say.
+key, a token file) and no command (``exec`` or ``auth-provider`` plugins) is ever used on its say. Its servers are
+URLs a tenant wrote (core/outbound.py): http(s) only, never the controller's own loopback or link-local hosts
+unless the operator's ``allowed_local_hosts`` names them. Whatever that server answers - no Kubernetes API at all,
+an error, nothing - the claim says so in its status (HostsUnreachable, or IdentityRefInvalid for what only the
+tenant can change), with the HTTP status and never with what the server wrote; each request has a timeout.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, TypeVar
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    BadRequest,
+    DomainError,
+    Forbidden,
+    Invalid,
+    StoreError,
+    Unavailable,
+    UnknownKind,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.delegating import DelegatingStore
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.factory import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
 
 try:
@@ -30,6 +43,8 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 T = TypeVar("T")
 
 KUBECONFIG_KEY = "kubeconfig"
+# (connect, read) seconds of each request to another cluster's API.
+REMOTE_TIMEOUT = (10.0, 30.0)
 # What a kubeconfig from a Secret may say, by section: inline credentials and where the cluster is.
 ALLOWED = {
     "cluster": {"server", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name"},
@@ -51,8 +66,10 @@ def identity_ref(claim: Object) -> dict[str, Any] | None:
     return ref if isinstance(ref, dict) and ref.get("name") else None
 
 
-def remote_kubeconfig(store: Store, claim: Object) -> tuple[dict[str, Any], str | None]:
-    """The kubeconfig (as a dict) and context the claim's identityRef names, checked; RemoteRefused otherwise."""
+def remote_kubeconfig(store: Store, claim: Object, outbound: OutboundPolicy | None = None
+                      ) -> tuple[dict[str, Any], str | None]:
+    """The kubeconfig (as a dict) and context the claim's identityRef names, checked - its fields, and each
+    cluster's server by ``outbound`` (default: no loopback or link-local host); RemoteRefused otherwise."""
     ref = identity_ref(claim) or {}
     namespace = claim["metadata"]["namespace"]
     secret = store.get_if_exists(Ref("v1", "Secret", ref["name"], namespace))
@@ -78,6 +95,21 @@ def remote_kubeconfig(store: Store, claim: Object) -> tuple[dict[str, Any], str 
                 raise RemoteRefused(f"spec.identityRef: the kubeconfig of Secret {namespace}/{ref['name']} uses "
                                     f"{section} field {unknown[0]!r}; only {', '.join(sorted(allowed))} are "
                                     "allowed (inline credentials: no file and no command is used on its say)")
+    policy = outbound or OutboundPolicy()
+    clusters = config.get("clusters")
+    for index, item in enumerate(clusters if isinstance(clusters, list) else []):
+        body = item.get("cluster") if isinstance(item, dict) else None
+        if not isinstance(body, dict):
+            continue
+        field = (f"spec.identityRef: the kubeconfig of Secret {namespace}/{ref['name']}: its server "
+                 f"(clusters[{index}].cluster.server)")
+        server = body.get("server")
+        if not isinstance(server, str) or not server:
+            raise RemoteRefused(f"{field} is required")
+        try:
+            policy.check(server, field)
+        except Refused as e:
+            raise RemoteRefused(str(e)) from None
     context = ref.get("context") or None
     return config, context
 
@@ -90,8 +122,10 @@ def _entries(items: Any, section: str) -> Iterable[dict[str, Any]]:
 
 
 class RemoteHosts(DelegatingStore):
-    """The store of a claim's hosts when they are elsewhere: each call that does not reach it is
-    HostsUnreachable, so that the claim says so and keeps everything it has."""
+    """The store of a claim's hosts when they are elsewhere: each call that does not reach it, or that its server
+    answers with what is not the Kubernetes API's, is HostsUnreachable, so that the claim says so and keeps
+    everything it has; one its server refuses (credentials, a write) is RemoteRefused. An object's absence, a
+    conflict, an object that exists already stay what they are: the claim's flow reads them."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
@@ -100,20 +134,27 @@ class RemoteHosts(DelegatingStore):
     def _call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             return super()._call(call, *args, **kwargs)
-        except HostsUnreachable:
+        except (HostsUnreachable, RemoteRefused):
             raise
-        except Unavailable as e:
+        except (Unavailable, UnknownKind) as e:
             raise HostsUnreachable(str(e)) from None
+        except (Forbidden, Invalid, BadRequest) as e:
+            raise RemoteRefused(f"spec.identityRef: the hosts' cluster refused: {e}") from None
 
     def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
         return None
 
 
-def open_remote_hosts(store: Store, claim: Object) -> RemoteHosts:
-    """The store of the hosts the claim's identityRef reaches (RemoteRefused, HostsUnreachable)."""
-    config, context = remote_kubeconfig(store, claim)
+def open_remote_hosts(store: Store, claim: Object, outbound: OutboundPolicy | None = None) -> RemoteHosts:
+    """The store of the hosts the claim's identityRef reaches, its writes admitted (RemoteRefused,
+    HostsUnreachable); ``outbound``: which of the controller's own hosts its server may name (none by default)."""
+    config, context = remote_kubeconfig(store, claim, outbound)
+    from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+
     try:
-        opened = open_store({"backend": "kubernetes", "kubeconfig": config, "context": context})
+        opened = KubernetesStore(kubeconfig=config, context=context, request_timeout=REMOTE_TIMEOUT, untrusted=True)
     except Unavailable as e:
         raise HostsUnreachable(str(e)) from None
-    return RemoteHosts(opened)
+    except StoreError as e:  # credentials refused, the kubernetes library missing
+        raise RemoteRefused(f"spec.identityRef: {e}") from None
+    return RemoteHosts(admitted(opened))

@@ -13,6 +13,8 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Iterable, TypeVar
@@ -48,7 +50,7 @@ try:
     from kubernetes import config as k8s_config
     from kubernetes.client.exceptions import ApiException
     from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
     KUBERNETES_IMPORT_ERROR: ImportError | None = None
 except ImportError as e:  # reported when a KubernetesStore is made
@@ -130,23 +132,42 @@ class KubernetesStore(Store):
 
     def __init__(self, kubeconfig: str | dict[str, Any] | None = None, context: str | None = None,
                  host: str | None = None, api_key: str | None = None, validate_certs: bool | None = None,
-                 ca_cert: str | None = None, client_cert: str | None = None, client_key: str | None = None) -> None:
+                 ca_cert: str | None = None, client_cert: str | None = None, client_key: str | None = None,
+                 request_timeout: tuple[float, float] | None = None, untrusted: bool | None = False) -> None:
+        """``request_timeout``: (connect, read) seconds of every request, discovery's included;
+        ``untrusted``: the server is named by a tenant (a HostClaim's identityRef) - its discovery is cached
+        for this store alone (not in the process's shared temporary file, keyed by the server's URL), and its
+        errors say the HTTP status, never what the server wrote."""
         if KUBERNETES_IMPORT_ERROR is not None:
             raise BadRequest("backend: kubernetes needs the Python library 'kubernetes' on the controller "
                              f"(pip install kubernetes): {KUBERNETES_IMPORT_ERROR}")
         configuration = _configuration(kubeconfig, context, host, api_key, validate_certs, ca_cert,
                                        client_cert, client_key)
         self.host = configuration.host
+        self.timeout = request_timeout or REQUEST_TIMEOUT
+        self.untrusted = bool(untrusted)
         self._api = k8s_client.ApiClient(configuration)
+        _default_timeout(self._api, self.timeout)
         self._resources: dict[tuple[str, str], Any] = {}
-        self._dynamic = self._call(lambda: DynamicClient(self._api))
         self._followed: dict[tuple[str, str, str, str], Followed | None] = {}
+        self._cache_dir = tempfile.mkdtemp(prefix="metal3-discovery-") if untrusted else None
+        cache_file = os.path.join(self._cache_dir, "discovery.json") if self._cache_dir else None
+        try:
+            self._dynamic = self._call(lambda: DynamicClient(self._api, cache_file=cache_file))
+        except (Unavailable, Forbidden):
+            self.close()
+            raise
+        except StoreError as e:  # a 404 or a 400 on discovery: not a Kubernetes API server
+            self.close()
+            raise Unavailable(f"the server at {self.host} did not answer as a Kubernetes API server: {e}") from None
 
     def close(self) -> None:
         for followed in self._followed.values():
             if followed is not None:
                 followed.close()
         self._api.close()
+        if self._cache_dir:
+            shutil.rmtree(self._cache_dir, ignore_errors=True)
 
     def follow(self, api_version: str, kind: str, namespace: str, label_selector: str) -> Followed | None:
         """A view of the selector's objects, made once per selector for the store's life: the first call lists;
@@ -181,7 +202,7 @@ class KubernetesStore(Store):
         """Replace the view's objects by a list; the list's resourceVersion, to watch from (None when the list
         has none: the real Ansible Operator's proxy answers lists from its cache without one)."""
         listed = self._answer(resource.get, namespace=namespace, label_selector=selector or None,
-                              _request_timeout=REQUEST_TIMEOUT)
+                              _request_timeout=self.timeout)
         for item in listed.get("items") or []:
             item["apiVersion"], item["kind"] = type_meta
         followed.replace(listed.get("items") or [])
@@ -214,7 +235,7 @@ class KubernetesStore(Store):
         response = self._dynamic.request("get", resource.path(namespace=namespace), watch=True, serialize=False,
                                          label_selector=selector or None, resource_version=version,
                                          allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-                                         _request_timeout=(REQUEST_TIMEOUT[0], WATCH_SECONDS + 30))
+                                         _request_timeout=(self.timeout[0], WATCH_SECONDS + 30))
         followed.interrupt = getattr(response, "shutdown", response.close)  # urllib3 2.3 can end a blocked read
         try:
             if followed.stopping.is_set():  # closed before the interrupt was in place
@@ -256,10 +277,15 @@ class KubernetesStore(Store):
                     attempt += 1
                     time.sleep(_retry_after(e))
                     continue
-                raise _api_error(e) from None
+                raise _api_error(e, self.host if self.untrusted else None) from None
             except (urllib3.exceptions.HTTPError, OSError) as e:
                 reason = getattr(e, "reason", None) or e
                 raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+                # An answer that is not the Kubernetes API's (JSON of another shape, or no JSON): the client
+                # fails reading it. Its content is not repeated.
+                raise Unavailable(f"the server at {self.host} did not answer as a Kubernetes API server "
+                                  f"({type(e).__name__} reading its answer)") from None
 
     def _answer(self, method: Callable[..., Any], **params: Any) -> Object:
         """Run one API request (see :meth:`_call`); its answer, an object, a list or a Status, as a dict.
@@ -278,7 +304,7 @@ class KubernetesStore(Store):
             def find() -> Any:
                 try:
                     return self._dynamic.resources.get(api_version=api_version, kind=kind)
-                except ResourceNotFoundError:
+                except (ResourceNotFoundError, NotFoundError):  # a 404 on discovery: no object's absence
                     raise UnknownKind(f"unknown kind {kind!r} in apiVersion {api_version!r}: the cluster at "
                                       f"{self.host} does not serve it (are the CRDs installed?)") from None
             self._resources[key] = self._call(find)
@@ -292,7 +318,7 @@ class KubernetesStore(Store):
         check_ref(ref)
         resource = self._resource(ref.api_version, ref.kind)
         return self._answer(resource.get, name=ref.name, namespace=ref.namespace,
-                            _request_timeout=REQUEST_TIMEOUT)
+                            _request_timeout=self.timeout)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | Iterable[str] | None = None) -> list[Object]:
@@ -301,7 +327,7 @@ class KubernetesStore(Store):
             check_namespace(namespace, f"{kind} namespace")
         resource = self._resource(api_version, kind)
         result = self._answer(resource.get, namespace=namespace, label_selector=selector,
-                              _request_timeout=REQUEST_TIMEOUT)
+                              _request_timeout=self.timeout)
         items = result.get("items") or []
         for item in items:  # list responses leave these out of each item
             item["apiVersion"], item["kind"] = api_version, kind
@@ -313,7 +339,7 @@ class KubernetesStore(Store):
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._answer(resource.create, body=obj, namespace=ref.namespace, query_params=list(STRICT),
-                            _request_timeout=REQUEST_TIMEOUT, **self._dry(dry_run))
+                            _request_timeout=self.timeout, **self._dry(dry_run))
 
     def update(self, obj: Object, dry_run: bool = False) -> Object:
         require_identity(obj)
@@ -321,7 +347,7 @@ class KubernetesStore(Store):
         check_size(obj)
         resource = self._resource(ref.api_version, ref.kind)
         return self._answer(resource.replace, body=obj, name=ref.name, namespace=ref.namespace,
-                            query_params=list(STRICT), _request_timeout=REQUEST_TIMEOUT,
+                            query_params=list(STRICT), _request_timeout=self.timeout,
                             **self._dry(dry_run))
 
     def update_status(self, obj: Object, dry_run: bool = False) -> Object:
@@ -331,7 +357,7 @@ class KubernetesStore(Store):
         resource = self._resource(ref.api_version, ref.kind)
         return self._answer(resource.status.replace, body=obj, name=ref.name, namespace=ref.namespace,
                             query_params=list(STRICT),
-                            _request_timeout=REQUEST_TIMEOUT,
+                            _request_timeout=self.timeout,
                             **self._dry(dry_run))
 
     def patch(self, ref: Ref, patch: Object, dry_run: bool = False) -> Object:
@@ -349,7 +375,7 @@ class KubernetesStore(Store):
             raise BadRequest(f"a merge patch must be a mapping, not {type(patch).__name__}")
         return self._answer(resource.patch, body=patch, name=ref.name, namespace=ref.namespace,
                             content_type=MERGE_PATCH, query_params=list(STRICT),
-                            _request_timeout=REQUEST_TIMEOUT,
+                            _request_timeout=self.timeout,
                             **self._dry(dry_run))
 
     def delete(self, ref: Ref, dry_run: bool = False) -> Object | None:
@@ -357,7 +383,7 @@ class KubernetesStore(Store):
         resource = self._resource(ref.api_version, ref.kind)
         result = self._answer(resource.delete, name=ref.name, namespace=ref.namespace,
                               propagation_policy="Background",
-                              _request_timeout=REQUEST_TIMEOUT,
+                              _request_timeout=self.timeout,
                               **self._dry(dry_run))
         # kube-apiserver answers with the object while finalizers hold it, else with the last state or a Status.
         if result.get("kind") != "Status" and (result.get("metadata") or {}).get("finalizers"):
@@ -373,9 +399,25 @@ def _retry_after(e: Any) -> float:
         return 1.0
 
 
-def _api_error(e: Any) -> StoreError:
-    message = _message(e)
+def _default_timeout(api: Any, timeout: tuple[float, float]) -> None:
+    """Give every request of ``api`` that names no timeout ``timeout`` - the dynamic client's discovery names
+    none, and a server that accepts the connection and never answers would hold the reconcile for ever."""
+    rest = api.rest_client
+    request = rest.request
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = timeout
+        return request(*args, **kwargs)
+
+    rest.request = timed
+
+
+def _api_error(e: Any, untrusted_host: str | None = None) -> StoreError:
+    """The store's error for the API's answer ``e``; with ``untrusted_host``, its message says only the HTTP
+    status (what a tenant's server wrote is not repeated)."""
     status = getattr(e, "status", None)
+    message = f"the Kubernetes API at {untrusted_host} answered HTTP {status}" if untrusted_host else _message(e)
     reason = ""
     with contextlib.suppress(TypeError, ValueError, AttributeError):
         reason = json.loads(e.body).get("reason", "")
@@ -391,4 +433,4 @@ def _api_error(e: Any) -> StoreError:
         return BadRequest(f"Request entity too large: {message} (objects are limited to {MAX_OBJECT_BYTES} bytes)")
     if status in (401, 403):
         return Forbidden(message)
-    return Unavailable(f"the Kubernetes API answered {status}: {message}")
+    return Unavailable(message if untrusted_host else f"the Kubernetes API answered {status}: {message}")
