@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import MAX_OBJECT_BYTES
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import MAX_OBJECT_BYTES, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import apply, complete, load_definitions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
@@ -365,3 +365,112 @@ def test_every_generated_bad_argument_fails_naming_the_option_and_changes_nothin
     with LocalStore(str(path)) as store:
         assert [o["metadata"]["name"] for o in store.list(SCHEMAS["IPPool"][0], "IPPool", NS)] == ["existing"]
     assert not failures, f"{len(failures)} of {len(MODULE_CASES)}:\n" + "\n".join(failures)
+
+
+# -- a HostClaim's identityRef kubeconfig ---------------------------------------------------------------------
+# The kubeconfig is a Secret's, so no admission sees it: the claim's reconcile refuses it, through the module.
+# Cases: every field client-go's kubeconfig knows beyond the inline ones allowed (remote.ALLOWED), by section,
+# and servers that are not a tenant's to name; each must fail naming spec.identityRef and the field, reach no
+# server, and change no host.
+
+# client-go's clientcmd/api/v1 types.go: the fields of Cluster, AuthInfo and Context.
+KUBECONFIG_FIELDS = {
+    "cluster": ["server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority",
+                "certificate-authority-data", "proxy-url", "disable-compression", "extensions"],
+    "user": ["client-certificate", "client-certificate-data", "client-key", "client-key-data", "token", "tokenFile",
+             "as", "as-uid", "as-groups", "as-user-extra", "username", "password", "auth-provider", "exec",
+             "extensions"],
+    "context": ["cluster", "user", "namespace", "extensions"],
+}
+BAD_SERVERS = [
+    ("file:///etc/kubernetes/admin.conf", "is not an http or https URL"),
+    ("ftp://192.0.2.1/", "is not an http or https URL"),
+    ("192.0.2.1:6443", "is not an http or https URL"),
+    ("https://", "names no host"),
+    ("https://192.0.2.1:99999", "is not a URL"),
+    ("http://127.0.0.1:{port}/x?", "loopback or link-local"),
+    ("https://127.1.2.3:{port}", "loopback or link-local"),
+    ("https://localhost:{port}", "loopback or link-local"),
+    ("https://[::1]:{port}", "loopback or link-local"),
+    ("https://[::ffff:127.0.0.1]:{port}", "loopback or link-local"),
+    ("http://169.254.169.254/latest/meta-data/", "loopback or link-local"),
+    ("https://[fe80::1]:6443", "loopback or link-local"),
+    ("https://0.0.0.0:{port}", "loopback or link-local"),
+]
+
+
+def kubeconfig_cases() -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
+    """(what, the kubeconfig, what the refusal says: the field, and why)."""
+    def config(cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None,
+               context: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                "clusters": [{"name": "m", "cluster": {"server": "https://192.0.2.1:6443", **(cluster or {})}}],
+                "users": [{"name": "u", "user": {"token": "t0ken", **(user or {})}}],
+                "contexts": [{"name": "c", "context": {"cluster": "m", "user": "u", **(context or {})}}]}
+
+    from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.remote import ALLOWED
+
+    cases = []
+    for section, fields in KUBECONFIG_FIELDS.items():
+        for name in fields:
+            if name not in ALLOWED[section]:
+                cases.append((f"{section} field {name}", config(**{section: {name: "/etc/shadow"}}),
+                              (f"{section} field {name!r}",)))
+    server_field = "its server (clusters[0].cluster.server)"
+    for server, why in BAD_SERVERS:
+        cases.append((f"server {server}", config(cluster={"server": server}), (server_field, why)))
+    cases.append(("no server", {**config(), "clusters": [{"name": "m", "cluster": {}}]}, (server_field, "required")))
+    cases.append(("a server that is no string", config(cluster={"server": ["https://192.0.2.1"]}),
+                  (server_field, "required")))
+    return cases
+
+
+KUBECONFIG_CASES = kubeconfig_cases()
+
+
+def test_every_generated_bad_identity_ref_kubeconfig_is_refused_naming_the_field_and_reaches_nothing(tmp_path):
+    import socket
+
+    import yaml
+
+    listener = socket.create_server(("127.0.0.1", 0))  # where the loopback servers point: nobody may connect
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    path = tmp_path / "store.db"
+    api = SCHEMAS["HostClaim"][0]
+    failures = []
+    with LocalStore(str(path)) as store:
+        host = store.create({"apiVersion": api, "kind": "BareMetalHost", "metadata": {"name": "h", "namespace": NS},
+                             "spec": {"online": False}})
+        for index, (_what, kubeconfig, _words) in enumerate(KUBECONFIG_CASES):
+            text = yaml.safe_dump(kubeconfig).replace("{port}", str(port))
+            store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"k-{index}", "namespace": NS},
+                          "stringData": {"kubeconfig": text}})
+            store.create({"apiVersion": api, "kind": "HostClaim", "metadata": {"name": f"c-{index}", "namespace": NS},
+                          "spec": {"poweredOn": False, "identityRef": {"name": f"k-{index}"}}})
+    assert len(KUBECONFIG_CASES) >= 30
+    with listener:
+        for index, (what, _kubeconfig, words) in enumerate(KUBECONFIG_CASES):
+            result = run_spec(module_spec("hostclaim"), {"backend": "local", "store_path": str(path),
+                                                         "namespace": NS, "name": f"c-{index}"}, check_mode=False)
+            message = str(result.get("msg", ""))
+            if not result.get("failed"):
+                failures.append(f"{what}: accepted")
+            elif "internal error" in message or "Traceback" in message or "spec.identityRef" not in message \
+                    or not all(word in message for word in words):
+                failures.append(f"{what}: {message}")
+        try:
+            listener.accept()
+            failures.append("a loopback server was connected to")
+        except BlockingIOError:
+            pass
+    with LocalStore(str(path)) as store:
+        if store.get(Ref.of(host))["metadata"]["resourceVersion"] != host["metadata"]["resourceVersion"]:
+            failures.append("the host changed")
+        for index, (what, _kubeconfig, _words) in enumerate(KUBECONFIG_CASES):
+            status = store.get(Ref(api, "HostClaim", f"c-{index}", NS)).get("status") or {}
+            refused = [c for c in status.get("conditions") or [] if c["type"] == "HostsReachable"
+                       and c["status"] == "False" and c["reason"] == "IdentityRefInvalid"]
+            if "bareMetalHost" in status or not refused:
+                failures.append(f"{what}: status {status}")
+    assert not failures, f"{len(failures)} of {len(KUBECONFIG_CASES)}:\n" + "\n".join(failures)

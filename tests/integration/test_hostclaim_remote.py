@@ -4,17 +4,30 @@ local store) bind and drive BareMetalHosts of a management kube-apiserver throug
 they have, and they go on when it is back."""
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+import time
+
 import pytest
+import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import remote
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
     HOSTS_REACHABLE,
     reconcile_host_claim,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
+from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
 from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
+from tests.integration.test_bad_input_generated import module_spec
+
+# The management cluster of these tests is on the controller's loopback: the operator's option allows it.
+LOCAL = OutboundPolicy.of(["127.0.0.1"])
 
 
 def claim(name: str, namespace: str, identity: str = "management") -> dict:
@@ -41,7 +54,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
     store.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
     refs = [Ref.of(store.create(claim(f"claim-{i}", namespace))) for i in range(2)]
 
-    steps = [reconcile_host_claim(store, ref) for ref in refs]
+    steps = [reconcile_host_claim(store, ref, outbound=LOCAL) for ref in refs]
     assert all(s.phase == "bound" for s in steps), [s.summary() for s in steps]
     with open_store(mgmt_options) as mgmt:
         hosts = {h["metadata"]["name"]: h for h in mgmt.list(API, "BareMetalHost", INFRA)}
@@ -66,14 +79,14 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
         another.create(secret("management", namespace, kubeconfig=kubeconfig(management)))
         another.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
         twin = Ref.of(another.create(claim("claim-0", namespace)))
-        step = reconcile_host_claim(another, twin)
+        step = reconcile_host_claim(another, twin, outbound=LOCAL)
         assert step.phase == "pending" and not step.host, step.summary()
-    assert reconcile_host_claim(store, refs[0]).host == f"{INFRA}/{held['claim-0']}"
+    assert reconcile_host_claim(store, refs[0], outbound=LOCAL).host == f"{INFRA}/{held['claim-0']}"
 
     management.stop_api()
     try:
         for ref in refs:
-            step = reconcile_host_claim(store, ref)
+            step = reconcile_host_claim(store, ref, outbound=LOCAL)
             assert step.phase == "unreachable" and step.requeue_after and not step.error
             waiting = store.get(ref)
             assert condition(waiting, HOSTS_REACHABLE)["status"] == "False"
@@ -83,7 +96,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
         management.start_api()
 
     for ref in refs:
-        step = reconcile_host_claim(store, ref)
+        step = reconcile_host_claim(store, ref, outbound=LOCAL)
         assert step.phase == "bound" and step.host == f"{INFRA}/{held[ref.name]}"
         assert condition(store.get(ref), HOSTS_REACHABLE)["status"] == "True"
 
@@ -91,7 +104,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
     for ref in refs:
         store.delete(ref)
     for _round in range(60):
-        steps = [reconcile_host_claim(store, ref) for ref in refs]
+        steps = [reconcile_host_claim(store, ref, outbound=LOCAL) for ref in refs]
         if all(s.obj is None for s in steps):
             break
         reconcile_hosts(lambda: open_store(mgmt_options), ironic_options,
@@ -111,9 +124,136 @@ def test_a_kubeconfig_that_would_run_a_command_or_read_a_file_is_refused_naming_
         management, store, namespace, user, field):
     store.create(secret("management", namespace, kubeconfig=kubeconfig(management, **user)))
     ref = Ref.of(store.create(claim("claim", namespace)))
-    step = reconcile_host_claim(store, ref)
+    step = reconcile_host_claim(store, ref, outbound=LOCAL)
     assert step.phase == "unreachable" and step.requeue_after is None
     assert f"user field {field!r}" in step.error and "spec.identityRef" in step.error
     refused = store.get(ref)
     assert condition(refused, HOSTS_REACHABLE)["reason"] == "IdentityRefInvalid"
     assert "bareMetalHost" not in refused["status"]
+
+
+# -- identityRef servers that are not a Kubernetes API (issue 30, item 7) -------------------------------------
+
+SECRET_WORDS = "do-not-echo-this-server-content"
+
+
+class OddServer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET as its path's first part says: /json (200, JSON that is no discovery), /404, /401, /500,
+    /garbage (200, no JSON), /redirect (302 to /followed), /hang (never answers)."""
+
+    requested: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.requested.append(self.path)
+        mode = self.path.split("/")[1]
+        if mode == "hang":
+            time.sleep(30)
+            return
+        if mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/followed/version")
+            self.end_headers()
+            return
+        code = {"404": 404, "401": 401, "500": 500}.get(mode, 200)
+        body = b"<html>" + SECRET_WORDS.encode() + b"</html>" if mode == "garbage" else json.dumps(
+            {"foo": 1, "kind": "Status", "message": SECRET_WORDS} if code != 200 else {"foo": 1}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def odd_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OddServer)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def odd_kubeconfig(server: str) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "m", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "m", "user": "u"}}]})
+
+
+# claim name, server (http://<odd server>/<mode> or another URL), the condition's reason
+ODD = [
+    ("not-discovery", "http://{odd}/json", "HostsUnreachable"),
+    ("not-found", "http://{odd}/404", "HostsUnreachable"),
+    ("server-error", "http://{odd}/500", "HostsUnreachable"),
+    ("unauthorized", "http://{odd}/401", "IdentityRefInvalid"),
+    ("no-json", "http://{odd}/garbage", "HostsUnreachable"),
+    ("redirected", "http://{odd}/redirect", "HostsUnreachable"),
+    ("hanging", "http://{odd}/hang", "HostsUnreachable"),
+    ("no-tls", "https://{odd}/json", "HostsUnreachable"),
+]
+
+
+def test_every_odd_answer_of_an_identity_ref_server_is_the_claims_condition_and_the_other_claims_go_on(
+        odd_server, tmp_path, monkeypatch):
+    """Through the module, as a bastion runs it: one converge over claims whose identityRef servers answer
+    what no Kubernetes API answers (or nothing), and a good claim whose hosts are its own store's."""
+    monkeypatch.setattr(remote, "REMOTE_TIMEOUT", (2.0, 2.0))  # the hanging server is given up on quickly
+    store_path = str(tmp_path / "store.db")
+    namespace = "tenant"
+    with open_store({"backend": "local", "store_path": store_path}) as store:
+        store.create(policy("tenants", INFRA, names=[namespace]))
+        host = store.create({"apiVersion": API, "kind": "BareMetalHost",
+                             "metadata": {"name": "server-0", "namespace": INFRA}, "spec": {"online": False}})
+        store.update_status({**host, "status": {"provisioning": {"state": "available"}, "poweredOn": False}})
+        for name, server, _reason in ODD:
+            store.create(secret(f"{name}-kubeconfig", namespace,
+                                kubeconfig=odd_kubeconfig(server.format(odd=odd_server))))
+            store.create(claim(name, namespace, identity=f"{name}-kubeconfig"))
+        store.create({"apiVersion": API, "kind": "HostClaim", "metadata": {"name": "good", "namespace": namespace},
+                      "spec": {"poweredOn": False, "hostSelector": {"inNamespace": INFRA}}})
+
+    started = time.monotonic()
+    result = run_spec(module_spec("hostclaim"), {"backend": "local", "store_path": store_path,
+                                                 "namespace": namespace, "allowed_local_hosts": ["127.0.0.1"]},
+                      check_mode=False)
+    assert time.monotonic() - started < 60
+    assert "internal error" not in str(result.get("msg", "")) and "Traceback" not in str(result)
+    claims = {c["name"]: c for c in result["claims"]}
+    assert claims["good"]["host"] == f"{INFRA}/server-0" and claims["good"]["phase"] == "bound"
+    with open_store({"backend": "local", "store_path": store_path}) as store:
+        for name, _server, reason in ODD:
+            reached = condition(store.get(Ref(API, "HostClaim", name, namespace)), HOSTS_REACHABLE)
+            assert (reached.get("status"), reached.get("reason")) == ("False", reason), (name, reached)
+            assert SECRET_WORDS not in reached["message"], (name, reached["message"])
+            assert claims[name]["phase"] == "unreachable", claims[name]
+        assert store.get(Ref(API, "BareMetalHost", "server-0", INFRA))["spec"]["consumerRef"]["name"] == "good"
+    assert not [p for p in OddServer.requested if p.startswith("/followed")]  # a redirect is not followed
+
+
+@pytest.mark.parametrize("server, words", [
+    ("http://127.0.0.1:{port}/json", "names a loopback or link-local host"),
+    ("http://localhost:{port}/json", "names a loopback or link-local host"),
+    ("http://[::1]:{port}/json", "names a loopback or link-local host"),
+    ("http://169.254.169.254/latest/meta-data", "names a loopback or link-local host"),
+    ("file:///etc/passwd", "is not an http or https URL"),
+])
+def test_an_identity_ref_server_on_the_controllers_own_hosts_is_refused_unless_allowed(
+        odd_server, tmp_path, server, words):
+    server = server.format(port=odd_server.split(":")[1])
+    with open_store({"backend": "local", "store_path": str(tmp_path / "store.db")}) as store:
+        store.create(secret("hosts", "tenant", kubeconfig=odd_kubeconfig(server)))
+        ref = Ref.of(store.create(claim("claim", "tenant", identity="hosts")))
+        step = reconcile_host_claim(store, ref)  # the default policy: no local host
+        assert step.phase == "unreachable" and step.requeue_after is None
+        assert step.error.startswith("spec.identityRef: the kubeconfig of Secret tenant/hosts: its server "
+                                     "(clusters[0].cluster.server)") and words in step.error
+        assert condition(store.get(ref), HOSTS_REACHABLE)["reason"] == "IdentityRefInvalid"
+        if "127.0.0.1" in server:  # allowed by name: the server is reached (and found to be no Kubernetes API)
+            step = reconcile_host_claim(store, ref, outbound=OutboundPolicy.of(["127.0.0.1"]))
+            assert step.requeue_after and "did not answer as a Kubernetes API server" in step.message

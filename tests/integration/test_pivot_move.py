@@ -11,6 +11,7 @@ from kubernetes import client
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import CAPI_API, INFRA_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
     HOSTS_REACHABLE,
@@ -145,7 +146,7 @@ def test_host_claims_moved_away_from_their_hosts_keep_them_through_an_identity_r
         for ref in refs:
             moved = workload.get(ref)
             assert moved["spec"]["identityRef"] == {"name": "hosts"}
-            step = reconcile_host_claim(workload, ref)
+            step = reconcile_host_claim(workload, ref, outbound=OutboundPolicy.of(["127.0.0.1"]))
             assert step.phase == "bound" and step.host == held[ref.name]  # the same host, now a remote one
             assert condition(workload.get(ref), HOSTS_REACHABLE) == "True"
             assert mgmt.get_if_exists(ref) is None

@@ -137,7 +137,7 @@ class RemoteHosts(DelegatingStore):
         except (HostsUnreachable, RemoteRefused):
             raise
         except (Unavailable, UnknownKind) as e:
-            raise HostsUnreachable(str(e)) from None
+            raise HostsUnreachable(f"spec.identityRef: {e}") from None
         except (Forbidden, Invalid, BadRequest) as e:
             raise RemoteRefused(f"spec.identityRef: the hosts' cluster refused: {e}") from None
 
@@ -154,7 +154,7 @@ def open_remote_hosts(store: Store, claim: Object, outbound: OutboundPolicy | No
     try:
         opened = KubernetesStore(kubeconfig=config, context=context, request_timeout=REMOTE_TIMEOUT, untrusted=True)
     except Unavailable as e:
-        raise HostsUnreachable(str(e)) from None
+        raise HostsUnreachable(f"spec.identityRef: {e}") from None
     except StoreError as e:  # credentials refused, the kubernetes library missing
         raise RemoteRefused(f"spec.identityRef: {e}") from None
     return RemoteHosts(admitted(opened))
