@@ -11365,7 +11365,15 @@ CRDS = json.loads(r'''
          "type": "object"
         }
        },
-       "type": "object"
+       "type": "object",
+       "x-kubernetes-validations": [
+        {
+         "fieldPath": ".spec.kind",
+         "message": "is immutable once the claim is bound (its status names a bareMetalHost or a virtualMachine)",
+         "reason": "FieldValueForbidden",
+         "rule": "!has(oldSelf.status) || (!has(oldSelf.status.bareMetalHost) && !has(oldSelf.status.virtualMachine)) || (has(self.spec) && has(self.spec.kind) ? self.spec.kind : 'baremetal') == (has(oldSelf.spec) && has(oldSelf.spec.kind) ? oldSelf.spec.kind : 'baremetal')"
+        }
+       ]
       }
      },
      "served": true,
