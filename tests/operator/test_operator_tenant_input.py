@@ -4,6 +4,7 @@ the claim's status (issue 30). The operator serves claims of kind libvirt here (
 claim gets as far as asking the hypervisor anything."""
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,18 @@ def test_hostile_claims_and_a_risky_pool_through_the_operator(operators, custom,
         custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", {
             "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim", "metadata": {"name": name},
             "spec": {"kind": "libvirt", "poweredOn": True, **spec}})
+    # A kubeconfig whose server is the controller's own loopback (the API proxy's port, say): never connected to.
+    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                  "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+                  "users": [{"name": "u", "user": {"token": "t"}}],
+                  "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    client.CoreV1Api(custom.api_client).create_namespaced_secret(kube_namespace, {
+        "metadata": {"name": "hosts-elsewhere"},
+        "data": {"kubeconfig": base64.b64encode(json.dumps(kubeconfig).encode()).decode()}})
+    custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", {
+        "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim", "metadata": {"name": "identity-on-loopback"},
+        "spec": {"poweredOn": True, "identityRef": {"name": "hosts-elsewhere"},
+                 "image": {"url": IMAGE, "checksum": "0" * 64, "format": "qcow2"}}})
     # Upstream's webhook accepts a gateway off its entry's network: so do we, with a warning (item 13).
     custom.create_namespaced_custom_object(*IPAM, kube_namespace, "ippools", {
         "apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "on-link-gateway"},
@@ -60,6 +73,10 @@ def test_hostile_claims_and_a_risky_pool_through_the_operator(operators, custom,
         assert "Traceback" not in shown
         if never:
             assert never not in shown, name
+    reachable = eventually(lambda: (c := condition(_claim(custom, kube_namespace, "identity-on-loopback"),
+                                                   "HostsReachable")) and c, "the identityRef refused", timeout=300)
+    assert (reachable["status"], reachable["reason"]) == ("False", "IdentityRefInvalid"), reachable
+    assert "names a loopback or link-local host" in reachable["message"], reachable
     assert not (tmp_path / "vms").exists() or not any((tmp_path / "vms").iterdir())  # nothing made, nothing fetched
 
     pool = eventually(lambda: condition(custom.get_namespaced_custom_object(
