@@ -1,9 +1,16 @@
 """What the modules check of their options before the engine reads them."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import store_options, validate_definition
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import (
+    LIBVIRT_ARG_SPEC,
+    store_options,
+    validate_definition,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
 
 POOL = {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "p", "namespace": "ns"}}
@@ -38,3 +45,12 @@ def test_a_kubeconfig_is_a_path_or_a_mapping(kubeconfig):
         store_options({"backend": "kubernetes", "kubeconfig": kubeconfig})
     assert store_options({"kubeconfig": "~/.kube/config"})["kubeconfig"] == "~/.kube/config"
     assert store_options({"kubeconfig": {"clusters": []}})["kubeconfig"] == {"clusters": []}
+
+
+def test_readme_gives_the_libvirt_limits_their_defaults():
+    """README's paragraph on tenant input names each limit with its default: held to the argument spec."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    named = dict(re.findall(r"`(libvirt_max_\w+|libvirt_image_timeout)`\s*\((\w+)", readme))
+    assert set(named) == {k for k in LIBVIRT_ARG_SPEC if k.startswith(("libvirt_max_", "libvirt_image_timeout"))}
+    for option, default in named.items():
+        assert str(LIBVIRT_ARG_SPEC[option]["default"]) == default, option
