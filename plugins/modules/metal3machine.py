@@ -135,9 +135,9 @@ machines:
       type: str
     placement:
       description:
-        - When the machine landed outside the domain it asked for, that and why
+        - 'When the machine landed outside the domain it asked for, that and why
           (C(asked az-a, placed in az-b: no free host in az-a)), as its condition C(FailureDomainPlaced) says;
-          empty otherwise.
+          empty otherwise.'
       type: str
     addresses:
       description: C(status.addresses).

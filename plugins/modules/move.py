@@ -116,7 +116,7 @@ notes:
   - Unlike C(clusterctl move), the hosts stay by default (a tenant's cluster must not take the BMC credentials
     along), and the move is resumable - C(clusterctl move) interrupted leaves the objects half moved.
   - Delete or stop the source's Ironic first when the hosts move, so that two Ironic instances do not manage them.
-  - Not a member of the action group C(group/metal3.baremetal.all), whose members each work on one store: the
+  - Not a member of the action group C(group/metal3.baremetal.all), whose members each work on one store; the
     move works on two, each given as its own option (O(source), O(target)), so a play's C(module_defaults) for the
     group leave it alone.
 """

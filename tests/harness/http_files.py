@@ -38,4 +38,3 @@ class ServedFiles:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-

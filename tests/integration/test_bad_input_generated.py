@@ -60,7 +60,6 @@ SEMANTIC = [
     ("IPPool", "spec.pools[0].gateway", {"pools": [{"start": "192.168.0.10", "end": "192.168.0.20",
                                                    "gateway": "gateway"}]}),
     ("IPPool", "spec.prefix", {"prefix": 99}),
-    ("IPPool", "spec.gateway", {"gateway": "10.9.9.9"}),
     ("IPPool", "spec.namePrefix", {"namePrefix": "Not_A_Name"}),
     ("IPPool", "spec.preAllocations", {"preAllocations": {"c": "10.0.0.1"}}),
     ("IPPrefixPool", "spec.prefixes[0]", {"prefixes": ["10.8.0.1/21"]}),

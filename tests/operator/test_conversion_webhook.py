@@ -189,7 +189,7 @@ def test_a_connection_that_never_speaks_does_not_stop_a_conversion(webhook):
 
 
 def test_many_idle_and_stalled_connections_at_once_do_not_stop_a_conversion(webhook):
-    for _ in range(20):
+    for _attempt in range(20):
         webhook.idle()
         webhook.stalled_handshake()
     assert webhook.convert() == {"status": "Success"}

@@ -88,7 +88,7 @@ def test_a_client_that_dribbles_its_request_to_the_probes_is_closed(probes: Open
 
 
 def test_idle_connections_under_the_bound_do_not_stop_a_probe(probes: Opened) -> None:
-    for _ in range(7):
+    for _attempt in range(7):
         probes.connect()
     assert healthz(probes.port) == 200
 
@@ -96,7 +96,7 @@ def test_idle_connections_under_the_bound_do_not_stop_a_probe(probes: Opened) ->
 @pytest.mark.parametrize("probes", [Limits(connections=4, idle=DETECT * 2, read=DETECT * 2, body=0, wait=0.1)],
                          indirect=True)
 def test_connections_beyond_the_bound_are_closed_and_the_probes_answer_once_the_others_go(probes: Opened) -> None:
-    held = [probes.connect() for _ in range(4)]
+    held = [probes.connect() for _count in range(4)]
     time.sleep(0.2)  # the server has taken them
     assert closed_by_server(probes.connect())
     for sock in held:
@@ -154,8 +154,8 @@ REFUSED = [
 
 @pytest.mark.parametrize(("case", "body", "code", "reason"), REFUSED, ids=[c[0] for c in REFUSED])
 def test_a_body_the_proxy_refuses_is_not_forwarded_and_the_proxy_keeps_serving(roles_proxy, case, body, code,
-                                                                                 reason) -> None:
-    started, _, forwarded = roles_proxy
+                                                                               reason) -> None:
+    started, _proxy, forwarded = roles_proxy
     data = body if body is not None else (chunk for chunk in [b"{}"])
     answer = requests.post(started.url + CONFIGMAPS, data=data, timeout=DETECT)
     assert answer.status_code == code
@@ -166,12 +166,12 @@ def test_a_body_the_proxy_refuses_is_not_forwarded_and_the_proxy_keeps_serving(r
 
 
 def test_a_connection_to_the_proxy_that_never_speaks_is_closed(roles_proxy) -> None:
-    _, opened, _ = roles_proxy
+    _started, opened, _forwarded = roles_proxy
     assert closed_by_server(opened.connect())
 
 
 def test_a_kept_alive_connection_to_the_proxy_is_closed_once_idle(roles_proxy) -> None:
-    _, opened, _ = roles_proxy
+    _started, opened, _forwarded = roles_proxy
     sock = opened.connect()
     sock.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
     answer = b""

@@ -294,7 +294,7 @@ def test_an_absurd_size_fails_the_claim_naming_the_arg_fast(store, machines, key
     ({"disk": "1Ti"}, "spec.args.disk", "1Ti is more than this controller serves (libvirt_max_disk: 512Gi)"),
 ])
 def test_a_machine_larger_than_the_operator_allows_fails_naming_the_arg_and_the_limit(store, machines, args, field,
-                                                                                       why):
+                                                                                      why):
     ref = claim(store, "vm-0", kind="libvirt", args=args, image=IMAGE)
     result = step(store, ref, machines)
     failed_naming(store, ref, result, field)

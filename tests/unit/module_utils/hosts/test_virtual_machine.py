@@ -27,6 +27,7 @@ def served():
     yield files
     files.close()
 
+
 # spec.args -> the problems (field, the start of why)
 ARGS = [
     (None, []),
@@ -251,7 +252,7 @@ EVIL = [
 @pytest.mark.xdist_group("virtual-lab")
 @pytest.mark.parametrize(("make", "image_format", "why"), EVIL, ids=[e[0].__name__ for e in EVIL])
 def test_an_image_that_refers_to_another_file_is_refused_before_any_layer(tmp_path, served, make, image_format,
-                                                                         why):
+                                                                          why):
     secret = tmp_path / "another-tenants-disk.qcow2"
     secret.write_bytes(b"SECRET" * 1000)
     body = make(tmp_path, secret)

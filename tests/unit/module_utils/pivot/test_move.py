@@ -345,7 +345,7 @@ def test_what_another_cluster_uses_or_owns_stays_in_the_source_as_it_was(stores)
     for outcome in (plan, result):
         assert {(m["kind"], m["name"]) for m in outcome.moved} == WORKLOAD - stays
         assert [(s["kind"], s["name"]) for s in outcome.stayed] == [("Secret", "c2-metadata"),
-                                                                   ("Secret", "m0-user-data")]
+                                                                    ("Secret", "m0-user-data")]
         reasons = {s["name"]: s["reason"] for s in outcome.stayed}
         assert reasons["m0-user-data"] == "used outside the move by Metal3Machine tenant/b0 too"
         assert reasons["c2-metadata"].startswith("belongs to cluster c2, not to c1 (named by Metal3Machine tenant/m0")

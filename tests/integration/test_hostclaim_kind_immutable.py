@@ -27,7 +27,7 @@ def claim(spec: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.kubernetes
 @pytest.mark.parametrize(("spec", "switched"), SWITCHES)
 def test_kube_apiserver_refuses_switching_a_bound_claim_s_kind_naming_spec_kind(kube_cluster, kube_namespace, spec,
-                                                                               switched):
+                                                                                switched):
     custom = client.CustomObjectsApi(kube_cluster.api_client())
     custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", claim(spec))
     # Not yet bound: the tenant may change its mind.
