@@ -283,7 +283,10 @@ class KubernetesStore(Store):
                 raise Unavailable(f"cannot reach the Kubernetes API at {self.host}: {reason}") from None
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
                 # An answer that is not the Kubernetes API's (JSON of another shape, or no JSON): the client
-                # fails reading it. Its content is not repeated.
+                # fails reading it. Its content is not repeated. Only a tenant's server is read so: the
+                # operator's own cluster answering so is a defect to see, not an outage.
+                if not self.untrusted:
+                    raise
                 raise Unavailable(f"the server at {self.host} did not answer as a Kubernetes API server "
                                   f"({type(e).__name__} reading its answer)") from None
 
