@@ -54,6 +54,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_mac
     LIBVIRT,
     args_problems,
     claim_kind,
+    fetched_urls,
 )
 
 GROUP = "metal3.io"
@@ -144,11 +145,7 @@ def _fetched_url_problems(image: Any) -> Iterator[Problem]:
     """A virtual machine's image and checksum URLs, which this controller fetches: http or https."""
     if not isinstance(image, dict):
         return
-    urls = [("spec.image.url", str(image.get("url") or ""))]
-    checksum = str(image.get("checksum") or "")
-    if "://" in checksum:
-        urls.append(("spec.image.checksum", checksum))
-    for field, url in urls:
+    for field, url in fetched_urls(image):
         if not url:
             continue
         try:

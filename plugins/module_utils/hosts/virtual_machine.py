@@ -446,15 +446,21 @@ class LibvirtMachines:
         return path, image_format
 
 
-def check_image_urls(image: dict[str, Any], policy: OutboundPolicy) -> None:
-    """The image's URL and its checksum file's (when the checksum is a URL) through ``policy``: MachineFailure
-    naming the field when either is one the controller does not fetch. On a cluster no webhook has checked them."""
+def fetched_urls(image: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, URL) of what the controller fetches for an image: its URL, and its checksum file's when the
+    checksum is a URL."""
     urls = [("spec.image.url", str(image.get("url") or ""))]
     checksum = str(image.get("checksum") or "")
     if "://" in checksum:
         urls.append(("spec.image.checksum", checksum))
+    return urls
+
+
+def check_image_urls(image: dict[str, Any], policy: OutboundPolicy) -> None:
+    """The image's URL and its checksum file's (when the checksum is a URL) through ``policy``: MachineFailure
+    naming the field when either is one the controller does not fetch. On a cluster no webhook has checked them."""
     try:
-        for field, url in urls:
+        for field, url in fetched_urls(image):
             policy.check(url, field)
     except Refused as e:
         raise MachineFailure(str(e)) from None
