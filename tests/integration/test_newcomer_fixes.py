@@ -28,7 +28,7 @@ def ironic_down() -> dict[str, object]:
 
 
 def test_hosts_playbook_takes_a_relative_hosts_dir_from_where_it_is_run(tmp_path):
-    """README: ``ansible-playbook metal3.baremetal.hosts -e hosts_dir=./hosts``, from the user's directory."""
+    """docs/hosts.md: ``ansible-playbook metal3.baremetal.hosts -e hosts_dir=./hosts``, from the user's directory."""
     (tmp_path / "hosts").mkdir()
     (tmp_path / "hosts" / "node-0.yaml").write_text(textwrap.dedent("""\
         apiVersion: v1

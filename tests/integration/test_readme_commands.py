@@ -1,6 +1,6 @@
-"""README's Ansible commands, run as written from the checkout's root, outside make and with a clean environment
-(no ANSIBLE_COLLECTIONS_PATH, a HOME of the test's own): the ansible.cfg at the root is what puts the collection
-on Ansible's path (issue 30, item 11).
+"""README's Ansible commands (README.md and the docs/ pages its specifications moved to), run as written from the
+checkout's root, outside make and with a clean environment (no ANSIBLE_COLLECTIONS_PATH, a HOME of the test's
+own): the ansible.cfg at the root is what puts the collection on Ansible's path (issue 30, item 11).
 
 The commands are every ``ansible-inventory``, ``ansible-doc`` and ``ansible-playbook`` line of README's ```sh /
 ```bash / ```console blocks and of its inline code. ansible-inventory and ansible-doc run as they are;
@@ -30,7 +30,7 @@ INLINE = re.compile(r"`((?:" + "|".join(TOOLS) + r") [^`]+)`")
 
 
 def readme_commands() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    text = "\n".join(page.read_text() for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
     commands = []
     for block in BLOCK.findall(text):
         for line in block.splitlines():

@@ -54,7 +54,7 @@ def events(tmp_path, namespace: str = "default") -> list[dict]:
 
 def test_capm3s_example_pool_is_applied_with_a_warning_and_allocates_as_upstream(tmp_path):
     """Refused before ('outside 192.168.1.0/25 ... the range must lie in one network'). Upstream hands out
-    192.168.1.1 first; ours never hands out the gateway (README), so .2, with prefix 25 and the pool's gateway;
+    192.168.1.1 first; ours never hands out the gateway (docs/ipam.md), so .2, with prefix 25 and the pool's gateway;
     an address of the upper half gets prefix 25 and that gateway too, as upstream's."""
     result = run_spec(RESOURCE, {**options(tmp_path), "definition": yaml.safe_load(CAPM3_POOL2),
                                  "namespace": "default"}, False)

@@ -3,7 +3,7 @@ and ``internal/webhooks/v1alpha1/ippool_webhook_test.go`` - the input, and upstr
 this collection's terms.
 
 Each id starts with upstream's name of the case. Where the collection differs from upstream on purpose, the case
-asserts our behaviour and its id says ``[ours: ...]``; README's "Where we differ from ip-address-manager, on
+asserts our behaviour and its id says ``[ours: ...]``; docs/ipam.md's "Where we differ from ip-address-manager, on
 purpose" lists the same differences. Pools upstream's webhook accepts are accepted, those we think risky (a
 gateway off its entry's network, a range beyond the network its prefix defines) with a warning, and allocated as
 upstream allocates them. Facts carry over; names are made object names: upstream's
