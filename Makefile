@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)/operator$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
-        cluster cluster-down clean demo demo-clean molecule operator
+        cluster cluster-down clean demo demo-clean molecule operator docs
 
 all: test
 
@@ -57,11 +57,11 @@ nftables:
 lab-images:
 	bash hack/lab-images.sh >/dev/null
 
-# Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint.
+# Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint, the docs site.
 test: venv collection kube-binaries cloud-init ansible-operator nftables
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
-	$(MAKE) --no-print-directory molecule lint sanity
+	$(MAKE) --no-print-directory molecule lint sanity docs DOCS_STRICT=1
 
 # One scenario per role, on localhost (delegated driver), each with a throwaway store.
 molecule: venv collection
@@ -69,6 +69,13 @@ molecule: venv collection
 
 unit: venv collection
 	$(BIN)/python -m pytest tests/unit
+
+# The docs site, into build/docs (html/index.html): the modules', plugins' and roles' own documentation rendered by
+# antsibull-docs as docs.ansible.com renders a collection, with README.md, docs/ and operator/README.md
+# (hack/docs.sh). Offline; DOCS_STRICT=1 (as make test runs it) makes every warning an error.
+DOCS_STRICT ?= 0
+docs: venv collection
+	DOCS_STRICT=$(DOCS_STRICT) bash hack/docs.sh
 
 # mypy reads its settings from pyproject.toml ([tool.mypy]: strict). It checks the engine as the installed
 # collection sees it, hence from build/collections; the operator, which imports it from there, from here.

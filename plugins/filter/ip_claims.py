@@ -9,7 +9,7 @@ version_added: 0.1.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Expands requesters (machines, hosts) into the options of one M(metal3.baremetal.ip_claim) per network
-    device; the claim of device I(i) of requester I(r) is named C(r-i). The M(metal3.baremetal.ipam) role uses it.
+    device; the claim of device I(i) of requester I(r) is named C(r-i). The P(metal3.baremetal.ipam#role) role uses it.
 options:
   _input:
     description: Requesters, each with C(name), optional C(namespace), C(labels) and C(devices) (each with

@@ -10,8 +10,8 @@ version_added: 0.1.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Starts a command detached from Ansible, in its own session, with its output in a log file and its pid in a
-    pid file; stops it with SIGTERM, then SIGKILL. Used by the M(metal3.baremetal.ironic) and
-    M(metal3.baremetal.redfish_emulator) roles on hosts without systemd (containers, CI, laptops).
+    pid file; stops it with SIGTERM, then SIGKILL. Used by the P(metal3.baremetal.ironic#role) and
+    P(metal3.baremetal.redfish_emulator#role) roles on hosts without systemd (containers, CI, laptops).
   - A process counts as running when the pid in O(pid_file) is alive and started when the pid file says.
   - With O(ports), the ports are checked before anything starts and after. A port another process listens on
     fails the task, naming the port and that process (pid and command line), and nothing is started; once
