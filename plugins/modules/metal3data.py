@@ -13,8 +13,8 @@ description:
     C(<template>-<index>); two claims racing for an index never share it (the name is the lock).
   - A Metal3Data claims one address per pool its template references (IPClaim C(<data>-<pool>)), renders the
     template's metaData and networkData (the engine of the P(metal3.baremetal.meta_data#filter) and
-    P(metal3.baremetal.network_data#filter) filters) and writes the secrets C(<metal3machine>-metadata) and C(<metal3machine>-networkdata), which
-    are never rendered again once they exist.
+    P(metal3.baremetal.network_data#filter) filters) and writes the secrets C(<metal3machine>-metadata) and
+    C(<metal3machine>-networkdata), which are never rendered again once they exist.
   - Deleted, they release their addresses and secrets. One step - what the operator runs for an event;
     M(metal3.baremetal.metal3machine) runs it too, for its own claim.
   - Read and written at C(infrastructure.cluster.x-k8s.io/v1beta2) (Metal3Data get no C(templateReference),
