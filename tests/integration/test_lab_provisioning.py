@@ -252,7 +252,7 @@ def check_firewall(server: dict[str, Any], output: str) -> None:
     user_data = yaml.safe_load(secret_values(stored("Secret")[f"{FIREWALL}-user-data"])["value"])
     written = {f["path"]: f["content"] for f in user_data["write_files"]}
 
-    guest.wait_for_agent(FIREWALL_SERVER, 600)
+    guest.wait_for_agent(FIREWALL_SERVER, 900)
     # runcmd (sysctl, nft -f) is cloud-init's last stage, after the agent answers.
     done = guest.execute(FIREWALL_SERVER, ["/usr/bin/cloud-init", "status", "--wait", "--long"], timeout=600)
     if done.rc != 0:
