@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.api.crds import CRDS
+from ansible_collections.metal3.baremetal.plugins.module_utils.api.crds import crds
 
 
 def _schemas() -> dict[str, tuple[str, dict[str, Any]]]:
     found = {}
-    for crd in CRDS:
+    for crd in crds():
         version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
         found[crd["spec"]["names"]["kind"]] = (f"{crd['spec']['group']}/{version['name']}",
                                                version["schema"]["openAPIV3Schema"])

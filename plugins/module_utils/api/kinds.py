@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """The kinds the local store knows: the collection's CRDs, and kinds owned by others.
 
-The collection's own kinds come from its CRDs (config/crd, embedded in crds.py),
+The collection's own kinds come from its CRDs (config/crd, generated into crds.py),
 so the local backend validates against the schemas kube-apiserver uses, each served
 version against its own. Kinds owned by Kubernetes or Cluster API are stored as given.
 """
@@ -77,13 +77,13 @@ CLUSTER_SCOPED_FOREIGN_KINDS = {("", "Namespace")}
 
 @lru_cache(maxsize=1)
 def _registry() -> dict[tuple[str, str], KindInfo]:
-    from ansible_collections.metal3.baremetal.plugins.module_utils.api.crds import CRDS
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.crds import crds
 
     registry: dict[tuple[str, str], KindInfo] = {}
     for group, kind, plural, versions, status in FOREIGN_KINDS:
         registry[(group, kind)] = KindInfo(group, kind, plural, versions,
                                            (group, kind) not in CLUSTER_SCOPED_FOREIGN_KINDS, status)
-    for crd in CRDS:
+    for crd in crds():
         spec = crd["spec"]
         served = [v for v in spec["versions"] if v.get("served", True)]
         storage = next((v for v in served if v.get("storage")), served[0])
