@@ -68,10 +68,10 @@ def typed_reads(types: dict[Expression, object]) -> dict[tuple[int, int, str, st
 
 
 def file_reads(path: Path) -> list[tuple[int, int, str, str]]:
-    """Every string-keyed read in a file, by (line, column, key, the name read from or '')."""
+    """Every string-keyed read in a file (``x["k"] = v`` writes), by (line, column, key, the name read from or '')."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant) \
                 and isinstance(node.slice.value, str):
             key, base = node.slice.value, node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \

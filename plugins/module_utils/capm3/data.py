@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
@@ -69,6 +69,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render
     render_network_data,
 )
 
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import Metal3Data
+
 DATA_NAME_LABEL = "infrastructure.cluster.x-k8s.io/data-name"
 POOL_NAME_LABEL = "infrastructure.cluster.x-k8s.io/pool-name"
 # On a Metal3Data: the name of its template, so the data of one template are listed without the rest.
@@ -85,7 +88,7 @@ class DataResult(Result):
     ready: bool = False
 
 
-def template_namespace(template: dict[str, Any], namespace: str, field: str) -> str:
+def template_namespace(template: Mapping[str, Any], namespace: str, field: str) -> str:
     """The namespace of a data template that an object of ``namespace`` names: its own, always. CAPM3's template
     controller serves only the claims of its template's namespace (a claim naming another namespace's template is
     never served there); here such a claim says why, rather than wait for ever. Another namespace's template would
@@ -214,7 +217,8 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         return DataResult(data, message="paused")
     if data["metadata"].get("deletionTimestamp"):
         return _delete_data(store, data, dry_run)
-    if (data.get("status") or {}).get("ready"):
+    view = cast("Metal3Data", data)  # as stored: its schema holds
+    if (view.get("status") or {}).get("ready"):
         return DataResult(data, ready=True)
     namespace = ref.namespace
     claim_name = _named(data, "claim")
@@ -226,7 +230,7 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         return DataResult(data, False, WAIT, "waiting for the Metal3Machine to be associated with a host")
     m3m_name = objects["metal3machine"]["metadata"]["name"]
     try:
-        template = data["spec"].get("template") or {}
+        template = view["spec"].get("template") or {}
         if not template.get("name"):
             raise Invalid("spec.template.name: Required value")
         spec = template_spec(store, template_namespace(template, namespace, "spec.template.namespace"),
@@ -253,7 +257,7 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
                     return DataResult(data, False, WAIT, f"waiting for an address from IPPool {pool}",
                                       [Ref(IPAM_API, "IPClaim", _address_claim_name(data, pool), namespace)])
                 addresses[pool] = address
-            rendered = {"metaData": render_meta_data(spec.get("metaData") or {}, data["spec"]["index"], objects,
+            rendered = {"metaData": render_meta_data(spec.get("metaData") or {}, view["spec"]["index"], objects,
                                                      addresses, namespace)}
             if "networkData" in names:
                 rendered["networkData"] = render_network_data(spec["networkData"], addresses,
@@ -276,9 +280,9 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
     return _data_status(store, data, True, "", dry_run)
 
 
-def _named(data: Object, field: str) -> str | None:
+def _named(data: Object, field: Literal["claim", "template"]) -> str | None:
     """The name a Metal3Data's spec.claim or spec.template gives (v1beta2 leaves an empty reference out)."""
-    return ((data.get("spec") or {}).get(field) or {}).get("name")
+    return ((cast("Metal3Data", data).get("spec") or {}).get(field) or {}).get("name")
 
 
 def _objects(store: Store, claim: Object) -> dict[str, Object]:
@@ -337,8 +341,8 @@ def _delete_data(store: Store, data: Object, dry_run: bool) -> DataResult:
     namespace = data["metadata"]["namespace"]
     for claim in store.list(IPAM_API, "IPClaim", namespace, f"{DATA_NAME_LABEL}={data['metadata']['name']}"):
         claim_absent(store, Ref.of(claim), dry_run)
-    for key in ("metaData", "networkData"):
-        name = (data["spec"].get(key) or {}).get("name")
+    spec = cast("Metal3Data", data)["spec"]
+    for name in ((spec.get("metaData") or {}).get("name"), (spec.get("networkData") or {}).get("name")):
         secret = store.get_if_exists(Ref("v1", "Secret", name, namespace)) if name else None
         # the spec names it; only a Secret this data rendered is deleted
         if secret is not None and controlled_by(secret, data):

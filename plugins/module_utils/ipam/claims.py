@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.address import address_record
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
@@ -25,6 +25,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import POOL_API, pool_warnings
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import ensure_absent, ensure_present
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import IPAddress, IPAddressSpec
 
 # Module option → the label that chooses a pool (ELF's names).
 SELECTION_OPTIONS = {"ip_pool_name": POOL_NAME_LABEL, "ip_pool_namespace": POOL_NAMESPACE_LABEL,
@@ -98,7 +101,8 @@ def _result(allocation: Allocation, changed: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"changed": changed, "claim": allocation.obj or {},
                               "ip_address": allocation.address or {}, "allocated": allocation.address is not None,
                               **allocation.summary()}
-    pool = (allocation.address or {}).get("spec", {}).get("pool") or {}
+    address = cast("IPAddress", allocation.address or {})
+    pool = address.get("spec", cast("IPAddressSpec", {})).get("pool") or {}
     result["pool"] = {"name": pool["name"], "namespace": pool.get("namespace")} if pool else {}
     if allocation.error:
         result.update(failed=True, msg=allocation.error)

@@ -11,12 +11,19 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import DNS_SUBDOMAIN, SUBDOMAIN_RULE
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        IPPool,
+        IPPoolSpec,
+        IPPoolSpecPoolsItem,
+    )
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]  # noqa: UP007 - a runtime alias
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]  # noqa: UP007 - a runtime alias
@@ -184,8 +191,10 @@ def _subnet_range(subnet: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> 
 def parse_pool(obj: dict[str, Any]) -> Pool:
     """Parse and validate an IPPool; Invalid names the first bad field, in kube-apiserver's words."""
     _check_schema(obj)
-    name = (obj.get("metadata") or {}).get("name", "")
-    spec = obj.get("spec") or {}
+    pool = cast("IPPool", obj)  # its schema holds: typed from here on
+    name = (pool.get("metadata") or {}).get("name", "")
+    # A pool without a spec reads as one with an empty spec, which _parse refuses (no namePrefix).
+    spec = pool.get("spec") or cast("IPPoolSpec", {})
     try:
         return _parse(name, spec)
     except Invalid as e:
@@ -212,7 +221,7 @@ def _check_schema(obj: dict[str, Any]) -> None:
     validate(lookup(api_version, "IPPool"), checked)
 
 
-def _parse(name: str, spec: dict[str, Any]) -> Pool:
+def _parse(name: str, spec: IPPoolSpec) -> Pool:
     if not spec.get("namePrefix"):
         raise Invalid("spec.namePrefix: Required value")
     # The pool's own gateway and DNS servers, whether or not an entry uses them (upstream's webhook checks them).
@@ -254,7 +263,7 @@ def _check_pre_allocations(pool: Pool) -> None:
             raise Invalid(f"{field}: Invalid value: {address!r}: outside every pool entry")
 
 
-def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any], warnings: list[str]) -> Range:
+def _entry(i: int, entry: IPPoolSpecPoolsItem, spec: IPPoolSpec, warnings: list[str]) -> Range:
     """Pool entry ``i``, with the pool's prefix, gateway and dnsServers where it sets none of its own; what is
     risky in it goes to ``warnings``."""
     where = f"spec.pools[{i}]"
@@ -290,7 +299,7 @@ def _entry(i: int, entry: dict[str, Any], spec: dict[str, Any], warnings: list[s
                  _broadcasts(version, subnet.network if subnet else None, network))
 
 
-def _prefix(where: str, entry: dict[str, Any], spec: dict[str, Any],
+def _prefix(where: str, entry: IPPoolSpecPoolsItem, spec: IPPoolSpec,
             subnet: ipaddress.IPv4Interface | ipaddress.IPv6Interface | None, version: int) -> tuple[int | None, str]:
     """The entry's prefix and the field it comes from: its own, else the pool's, else its subnet's; None when
     there is none. A prefix of 0 is none, as upstream reads it (its prefix is an int, 0 when left out)."""
@@ -350,7 +359,7 @@ def _broadcasts(version: int, *networks: Network | None) -> tuple[int, ...]:
     return tuple(sorted({int(n.broadcast_address) for n in networks if n is not None and n.prefixlen <= 30}))
 
 
-def _check_indexable(where: str, entry: dict[str, Any]) -> None:
+def _check_indexable(where: str, entry: IPPoolSpecPoolsItem) -> None:
     """Upstream's rule for allocationStrategy random: each entry has a size, by upstream's reckoning, that an
     index can hold. An entry with only start (or only end), or one too large (a /32 of IPv6), is refused with
     upstream's message."""
@@ -379,7 +388,7 @@ def _address(value: int, version: int) -> IPAddress:
     return ipaddress.IPv4Address(value) if version == 4 else ipaddress.IPv6Address(value)
 
 
-def _range_network(where: str, entry: dict[str, Any], low: IPAddress, high: IPAddress, prefix: int,
+def _range_network(where: str, entry: IPPoolSpecPoolsItem, low: IPAddress, high: IPAddress, prefix: int,
                    prefix_field: str, warnings: list[str]) -> Network:
     """The network ``prefix`` defines around the entry's first address. A range that goes beyond it is what
     upstream accepts (CAPM3's example pool: subnet 192.168.1.0/24 with prefix 25), and a warning: the addresses
