@@ -47,8 +47,8 @@ def test_parsed_once_per_process():
 def test_the_kinds_read_their_schemas_from_it():
     pool = lookup("ipam.metal3.io/v1alpha1", "IPPool")
     assert pool.schema is not None
-    assert pool.schema["properties"]["spec"]["properties"]["prefix"] == {"maximum": 128, "minimum": 0,
-                                                                          "type": "integer"}
+    prefix = pool.schema["properties"]["spec"]["properties"]["prefix"]
+    assert prefix == {"maximum": 128, "minimum": 0, "type": "integer"}
 
 
 @pytest.mark.parametrize(("view", "required", "optional"), [
