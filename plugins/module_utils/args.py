@@ -99,7 +99,7 @@ LIBVIRT_ARG_SPEC: dict[str, dict[str, Any]] = {
     "libvirt_storage_dir": {"type": "path", "fallback": (env_fallback, ["METAL3_LIBVIRT_STORAGE_DIR"])},
     "libvirt_domain_type": {"type": "str", "default": "auto", "choices": ["auto", "kvm", "qemu"],
                             "fallback": (env_fallback, ["METAL3_LIBVIRT_DOMAIN_TYPE"])},
-    # The largest virtual machine, and image download, a claim gets (hosts/virtual_machine.py LibvirtOptions).
+    # The largest virtual machine, and image download, a claim gets (compute/libvirt.py LibvirtOptions).
     "libvirt_max_cpus": {"type": "int", "default": 16, "fallback": (env_fallback, ["METAL3_LIBVIRT_MAX_CPUS"])},
     "libvirt_max_memory": {"type": "str", "default": "64Gi", "fallback": (env_fallback, ["METAL3_LIBVIRT_MAX_MEMORY"])},
     "libvirt_max_disk": {"type": "str", "default": "512Gi", "fallback": (env_fallback, ["METAL3_LIBVIRT_MAX_DISK"])},

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import validation
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import admission as claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import prefixes as ipam_prefixes
 from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack import admission as metalstack_admission

@@ -152,12 +152,12 @@ from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import libvirt_machines
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, check_name, check_namespace
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import API, KIND, converge_claims
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import libvirt_machines
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import API, KIND, converge_claims
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 

@@ -172,10 +172,10 @@ from ansible.module_utils.basic import env_fallback
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
 from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_compute
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import converge
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import libvirt_machines
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import parse_selector
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import libvirt_machines
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import (
     LibvirtMachines,
     MachineLimits,
     MachineSize,
     VirtualMachine,
     check_image_urls,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 
 
 @dataclass

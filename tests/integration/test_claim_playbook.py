@@ -10,9 +10,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.baremetal import copy_name
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import copy_name
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from tests.integration.hostclaim_world import API, policy, seed_infrastructure
 from tests.integration.playbook_runs import REPO, ansible_playbook

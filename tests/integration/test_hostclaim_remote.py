@@ -15,12 +15,12 @@ import yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import remote
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import (
     HOSTS_REACHABLE,
     reconcile_host_claim,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import remote
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
 from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure

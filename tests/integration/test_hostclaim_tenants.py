@@ -23,9 +23,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
     converge,
     ensure_machines,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.baremetal import copy_name
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from tests.harness.demo import demo_objects
 from tests.harness.fixture_machines import FixtureMachines
@@ -127,7 +128,7 @@ def test_tenants_an_infrastructure_policy_admits_get_hosts_and_others_wait(world
         assert host["status"]["provisioning"]["state"] == "available" and "consumerRef" not in host["spec"]
         assert "image" not in host["spec"] and host["spec"]["online"] is False
         assert store.get_if_exists(Ref(API, "HardwareData", admitted[0].name, admitted[0].namespace)) is None
-        assert store.get_if_exists(Ref("v1", "Secret", hc.copy_name(freed.split("/")[1], "userData"),
+        assert store.get_if_exists(Ref("v1", "Secret", copy_name(freed.split("/")[1], "userData"),
                                        ns["infra"])) is None
     assert hc.converge_claims(world["open"], world["options"], [late])[0][0].host == freed
 

@@ -13,7 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import (
     HOSTS_REACHABLE,
     reconcile_host_claim,
 )

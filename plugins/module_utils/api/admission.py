@@ -13,8 +13,8 @@ schema accepts, the object is first held to its CRD's schema.
 | IPPool (ipam.metal3.io) | ipam/allocation.py ``admit_ip_pool`` | ip-address-manager's IPPool webhook |
 | IPPrefixPool (ipam.metal3.io) | ipam/prefixes.py ``admit_prefix_pool`` | ours: upstream has no such kind |
 | BareMetalHost (metal3.io) | hosts/admission.py ``admit_host`` | baremetal-operator's BareMetalHost webhook |
-| HostClaim (metal3.io) | hosts/claim_admission.py ``admit_host_claim`` | baremetal-operator's HostClaim webhook |
-| HostDeployPolicy (metal3.io) | hosts/claim_admission.py ``admit_host_deploy_policy`` | ours: upstream has none |
+| HostClaim (metal3.io) | hostclaims/admission.py ``admit_host_claim`` | baremetal-operator's HostClaim webhook |
+| HostDeployPolicy (metal3.io) | hostclaims/admission.py ``admit_host_deploy_policy`` | ours: upstream has none |
 | MachineType (metal3.io) | metalstack/machinetypes.py ``admit_machine_type`` | ours: upstream has no such kind |
 | MetalStackCluster, MetalStackMachine, MetalStackFirewall | metalstack/admission.py | ours: the provider has none |
 """

@@ -10,7 +10,7 @@ Delete: host spec cleared and powered off, host deprovisioned, host released (or
 kept for node reuse), data claim released, finalizer removed.
 
 HostClaim mode (upstream's design, a switch of the whole controller): the machine does not claim a host
-itself but makes a HostClaim named after it in its own namespace (hosts/hostclaim.py binds it to a host of a
+itself but makes a HostClaim named after it in its own namespace (hostclaims/hostclaim.py binds it to a host of a
 namespace whose HostDeployPolicy admits it, and releases it when the machine deletes it); the data template and
 the machine's providerID and addresses read the host through what the claim shows its tenant (``host_view``),
 and the image and rendered data go to the claim. Node reuse is not done in this mode.
@@ -39,6 +39,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataResult,
     reconcile_data_claim,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import VirtualMachines
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.registry import DEFAULT_KIND, claim_kind
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
@@ -51,7 +53,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
 )
@@ -63,10 +65,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim impor
     associate,
     release_host,
     update_claimed_host,
-)
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
-    BAREMETAL,
-    VirtualMachines,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
@@ -96,7 +94,7 @@ class MachineResult(Result):
     ready: bool = False
     host: str = ""
     data: list[DataResult] = field(default_factory=list)
-    host_class: str = BAREMETAL
+    host_class: str = DEFAULT_KIND
     failure_domain: str | None = None  # where the machine landed: its host's failure domain; None: no host seen
     placement: str = ""  # when it landed outside the failure domain it asked for, that and why
     requested_failure_domain: str | None = None  # spec.failureDomain, else its Machine's; None: spec's
@@ -131,7 +129,7 @@ def reconcile_metal3machine(store: Store, ref: Ref, dry_run: bool = False,
                             outbound: OutboundPolicy | None = None) -> MachineResult:
     """One step of the Metal3Machine named by ``ref``. HostClaim mode: for every machine with ``host_claim_mode``,
     else for a machine whose spec names a ``kind`` of compute; ``machines`` serves HostClaims of kind libvirt;
-    ``outbound``: which of the controller's own hosts a claim's URLs may name (hosts/hostclaim.py)."""
+    ``outbound``: which of the controller's own hosts a claim's URLs may name (hostclaims/hostclaim.py)."""
     try:
         m3m = store.get(ref)
     except NotFound:
@@ -150,7 +148,7 @@ class _Flow:
                  host_claim_mode: bool = False, machines: VirtualMachines | None = None,
                  outbound: OutboundPolicy | None = None):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
-        self.host_class = str((m3m.get("spec") or {}).get("kind") or BAREMETAL)
+        self.host_class = claim_kind(m3m)  # the class of compute that serves it (compute/registry.py)
         self.fast_track, self.claim_mode = fast_track, host_claim_mode or bool((m3m.get("spec") or {}).get("kind"))
         self.machines = machines
         self.outbound = outbound or OutboundPolicy()

@@ -29,6 +29,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine imp
     MachineResult,
     reconcile_metal3machine,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import VirtualMachines
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.registry import (
+    CLASSES,
+    class_for,
+    served_kinds,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import AlreadyExists, Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
@@ -36,20 +42,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     check_name,
     check_namespace,
     dns_label_problem,
-    split_reference,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
-    BAREMETAL,
-    KINDS,
-    LIBVIRT,
-    VirtualMachines,
-    args_problems,
-)
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
@@ -76,10 +73,10 @@ class MachineSet:
 
     def __post_init__(self) -> None:
         """Invalid naming the first option that cannot name what it names, before anything is read or written."""
-        if self.kind is not None and self.kind not in KINDS:
-            raise Invalid(f"kind: {self.kind!r} is not a class of compute served here ({', '.join(KINDS)})")
-        if self.args and (self.kind or BAREMETAL) == LIBVIRT:
-            problems = args_problems(self.args)
+        if self.kind is not None and self.kind not in CLASSES:
+            raise Invalid(f"kind: {self.kind!r} is not a class of compute served here ({served_kinds()})")
+        if self.args and self.kind:  # the template's kind is not known here: its args are checked with its claim
+            problems = [p for p in CLASSES[self.kind].admit({"args": self.args}) if p[0].startswith("spec.args")]
             if problems:
                 raise Invalid("; ".join(f"{field.replace('spec.', '')}: {why}" for field, why in problems))
         check_namespace(self.namespace, "namespace")
@@ -194,9 +191,7 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
         if one_step:  # the hosts have reconciles of their own (the operator's)
             return steps
         # Waiting from a bastion: nobody else reconciles the hosts, so this loop does.
-        hosts = sorted({s.host for s in steps if s.host and s.host_class == BAREMETAL})
-        host_refs = [Ref(BMH_API, "BareMetalHost", name, host_namespace)
-                     for host_namespace, name in (split_reference(h, namespace) for h in hosts)]
+        host_refs = _hosts_to_reconcile(steps, namespace)
         if host_refs:
             reconcile_hosts(store_factory, ironic, host_refs, (), 0, concurrency)
         return steps
@@ -211,3 +206,13 @@ def converge(store_factory: Callable[[], Store], ironic: IronicOptions, namespac
         return False if stuck else None
 
     return wait_until(step, verdict, timeout, sleep=sleep)
+
+
+def _hosts_to_reconcile(steps: list[MachineResult], namespace: str) -> list[Ref]:
+    """The BareMetalHosts whose own reconcile moves the machines on, as their classes of compute say, once each."""
+    refs: dict[Ref, None] = {}
+    for step in sorted(steps, key=lambda s: s.host):
+        compute_class = class_for(step.host_class)
+        if step.host and compute_class is not None:
+            refs.update(dict.fromkeys(compute_class.hosts_to_reconcile(None, step.host, namespace)))
+    return list(refs)

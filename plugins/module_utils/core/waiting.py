@@ -3,7 +3,7 @@
 """The one loop every ``wait_for`` runs: a step, a verdict, a pause, until reached, given up or out of time.
 
 Hosts (hosts/baremetalhost.py ``wait_for_host``), machines (capm3/machines.py ``converge``) and HostClaims
-(hosts/hostclaim.py ``converge_claims``) wait through it; each step reports what it saw to core/progress.py,
+(hostclaims/hostclaim.py ``converge_claims``) wait through it; each step reports what it saw to core/progress.py,
 which is how a long wait prints as it goes.
 """
 from __future__ import annotations

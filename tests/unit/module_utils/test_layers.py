@@ -4,6 +4,10 @@ core (objects, errors, selector, retry) is the bottom; api (kinds, schemas, conv
 registry) sits on it; the store on api; resources (apply, YAML) on the store; the domains on those; the entry
 points (engine, the module adapters) and the operator on top. A domain's admission rules reach api by
 registering, never by api importing the domain.
+
+The drivers: a BareMetalHost (hosts) is provisioned through the Provisioner seam (core/provisioner.py), Ironic's
+in ironic/; a HostClaim (hostclaims) is served through the compute seam (compute/base.py), by the class its
+spec.kind names - bare metal (BareMetalHosts), libvirt (its own driver) - from compute/registry.py.
 """
 from __future__ import annotations
 
@@ -25,14 +29,16 @@ LAYERS = {
     "templating": 4, "ironic": 4,
     "ipam": 5,
     "hosts": 6,
-    "capm3": 7,
-    "metalstack": 8,  # the metal-stack provider builds on CAPM3's pieces (capm3.common)
-    "pivot": 8,  # moves the objects of every domain below; none of them knows it
-    "engine": 9, "daemon": 9, "inventory": 9,
-    "module_spec": 10, "args": 10,
-    "ansible_module": 11,
+    "compute": 7,  # the classes of compute a HostClaim is served by, behind one interface, keyed by spec.kind
+    "hostclaims": 8,  # the HostClaim flow and admission, the same for every class
+    "capm3": 9,
+    "metalstack": 10,  # the metal-stack provider builds on CAPM3's pieces (capm3.common)
+    "pivot": 10,  # moves the objects of every domain below; none of them knows it
+    "engine": 11, "daemon": 11, "inventory": 11,
+    "module_spec": 12, "args": 12,
+    "ansible_module": 13,
 }
-OPERATOR_LAYER = 12
+OPERATOR_LAYER = 14
 
 
 def unit_of(module: str) -> str:

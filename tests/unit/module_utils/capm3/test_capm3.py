@@ -12,11 +12,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import write_config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, secret_values
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import online_after_release
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import write_config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 NS = "ns"

@@ -12,8 +12,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils import engine  # 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data, reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import reconcile_host_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_host
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.hostclaim import reconcile_host_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     reconcile_ip_address_claim,
     reconcile_ip_claim,

@@ -8,8 +8,9 @@ import base64
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute import baremetal as bm
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 API = "metal3.io/v1alpha1"
@@ -87,13 +88,13 @@ POLICIES = [
 
 @pytest.mark.parametrize(("constraints", "labels", "namespace", "refusal"), POLICIES)
 def test_a_policy_admits_namespaces_by_names_patterns_and_labels(constraints, labels, namespace, refusal):
-    assert hc.policy_refusal({"spec": {"hostClaimNamespaces": constraints}}, namespace, labels) == refusal
+    assert bm.policy_refusal({"spec": {"hostClaimNamespaces": constraints}}, namespace, labels) == refusal
 
 
 def test_a_policy_without_constraints_admits_nobody_and_a_malformed_pattern_is_an_error():
-    assert hc.policy_refusal({"spec": {}}, "t", {}) == "has no spec.hostClaimNamespaces"
+    assert bm.policy_refusal({"spec": {}}, "t", {}) == "has no spec.hostClaimNamespaces"
     with pytest.raises(ValueError, match=r"nameMatches '\(' is not a regular expression"):
-        hc.policy_refusal({"spec": {"hostClaimNamespaces": {"nameMatches": "("}}}, "t", {})
+        bm.policy_refusal({"spec": {"hostClaimNamespaces": {"nameMatches": "("}}}, "t", {})
 
 
 def test_a_claim_binds_a_free_host_of_an_admitting_namespace_and_provisions_it_with_its_data(store):
@@ -116,7 +117,7 @@ def test_a_claim_binds_a_free_host_of_an_admitting_namespace_and_provisions_it_w
     assert bound["spec"]["userData"] == {"name": "server-0-claim-user-data", "namespace": INFRA}
     copied = store.get(Ref("v1", "Secret", "server-0-claim-user-data", INFRA))
     assert copied["data"] == store.get(Ref("v1", "Secret", "cloud-init", TENANT))["data"]
-    assert copied["metadata"]["annotations"] == {hc.COPY_ANNOTATION: f"{TENANT}/web"}
+    assert copied["metadata"]["annotations"] == {bm.COPY_ANNOTATION: f"{TENANT}/web"}
     assert copied["metadata"]["ownerReferences"][0]["uid"] == bound["metadata"]["uid"]
     obj = store.get(ref)
     assert obj["metadata"]["finalizers"] == [hc.FINALIZER]
@@ -144,7 +145,7 @@ def test_a_claim_nobody_admits_stays_pending_with_the_reason(store):
     host(store, "server-0")
     ref = claim(store, "web", namespace="tenant-c")
     step = hc.reconcile_host_claim(store, ref)
-    assert (step.phase, step.requeue_after) == ("pending", hc.NO_HOST_WAIT)
+    assert (step.phase, step.requeue_after) == ("pending", bm.NO_HOST_WAIT)
     assert step.waits_on == []  # a policy's change would admit it: no informer names that, so on a timer
     reason = "no HostDeployPolicy admits namespace tenant-c"
     assert step.message == reason
@@ -271,7 +272,7 @@ def test_two_reconciles_of_one_claim_keep_one_host(store, monkeypatch):
     host(store, "server-1")
     ref = claim(store, "web")
     # Another reconcile of the claim binds server-1 between this one's choice and its status write.
-    associating = hc.associate
+    associating = bm.associate
 
     def racing(*args, **kwargs):
         selection = associating(*args, **kwargs)
@@ -283,17 +284,17 @@ def test_two_reconciles_of_one_claim_keep_one_host(store, monkeypatch):
         store.update_status({**current, "status": {"bareMetalHost": {"namespace": INFRA, "name": other}}})
         return selection
 
-    monkeypatch.setattr(hc, "associate", racing)
+    monkeypatch.setattr(bm, "associate", racing)
     step = hc.reconcile_host_claim(store, ref)
     holders = [h["metadata"]["name"] for h in store.list(API, "BareMetalHost", INFRA) if h["spec"].get("consumerRef")]
     assert holders == [step.host.split("/")[1]] and store.get(ref)["status"]["bareMetalHost"]["name"] == holders[0]
 
 
 def test_copy_names_fit_an_object_name():
-    assert hc.copy_name("server-0", "networkData") == "server-0-claim-network-data"
-    long = hc.copy_name("h" * 253, "userData")
+    assert bm.copy_name("server-0", "networkData") == "server-0-claim-network-data"
+    long = bm.copy_name("h" * 253, "userData")
     assert len(long) <= 253 and long.endswith("-claim-user-data")
-    assert long != hc.copy_name("h" * 252 + "i", "userData")
+    assert long != bm.copy_name("h" * 252 + "i", "userData")
 
 
 def test_the_host_as_the_claim_shows_it(store):

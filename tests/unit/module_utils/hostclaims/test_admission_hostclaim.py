@@ -13,7 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api.admission imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim_admission import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.admission import (
     OPERATORS,
     admit_host_claim,
     admit_host_deploy_policy,
@@ -235,7 +235,7 @@ def test_every_problem_is_named_at_once():
 
 
 def test_the_rules_are_registered_by_the_engine():
-    assert engine.DOMAINS  # the engine imports hosts/claim_admission.py
+    assert engine.DOMAINS  # the engine imports hostclaims/admission.py
     assert {("metal3.io", "HostClaim"), ("metal3.io", "HostDeployPolicy")} <= RULED_KINDS
     assert rule_for(API, "HostClaim") is admit_host_claim
     assert rule_for(API, "HostDeployPolicy") is admit_host_deploy_policy

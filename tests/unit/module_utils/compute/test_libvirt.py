@@ -12,9 +12,9 @@ from xml.etree import ElementTree
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute import libvirt as vm
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import virtual_machine as vm
 from tests.harness.fixture_machines import VirshlessMachines
 from tests.harness.http_files import ServedFiles
 

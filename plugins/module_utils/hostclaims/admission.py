@@ -19,12 +19,13 @@ Three choices of ours, beyond upstream's webhook:
 - Secrets of another namespace. The engine copies a claim's userData, metaData and networkData Secrets into the
   host's namespace: a reference to another namespace's Secret (a BMC's credentials, say) is refused, with the
   words of upstream's BareMetalHost rule, so that no tenant can have another namespace's Secret copied.
-- The class of compute (``spec.kind``, upstream's hybrid-cluster design): one served here, ``args`` that kind
-  reads (hosts/virtual_machine.py, with its fixed sanity bounds), no ``identityRef`` or ``customDeploy`` for a
-  virtual machine; its image and checksum URLs http or https only (core/outbound.py), since the controller itself
-  fetches them; and fixed once the claim is bound (its status names a bareMetalHost or a virtualMachine): a claim
-  not yet bound may change it. The reconcile checks all of it again (on a cluster no webhook admits HostClaims),
-  the hosts a URL names too (hosts/hostclaim.py).
+- The class of compute (``spec.kind``, upstream's hybrid-cluster design): one served here (compute/registry.py),
+  and what its class admits (``ComputeClass.admit``): ``args`` only for a kind that reads them (compute/libvirt.py,
+  with its fixed sanity bounds), no ``identityRef`` or ``customDeploy`` for a virtual machine, its image and
+  checksum URLs http or https only (core/outbound.py), since the controller itself fetches them; and fixed once
+  the claim is bound (its status names what serves it: a bareMetalHost, a virtualMachine): a claim not yet bound
+  may change it. The reconcile checks all of it again (on a cluster no webhook admits HostClaims), the hosts a URL
+  names too (hostclaims/hostclaim.py).
 
 HostDeployPolicy: upstream has no webhook, and a bad policy fails each claim's reconcile instead. Here it is
 refused when written: nameMatches must compile, names must be namespace names, hasLabels label keys and values.
@@ -35,9 +36,14 @@ import re
 from typing import Any, Iterator
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.registry import (
+    CLASSES,
+    DEFAULT_KIND,
+    claim_kind,
+    served_kinds,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, dns_label_problem
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import (
     label_value_problems,
     qualified_name_problems,
@@ -47,14 +53,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission i
     image_problems,
     is_reboot_annotation,
     reboot_annotation_problem,
-)
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
-    BAREMETAL,
-    KINDS,
-    LIBVIRT,
-    args_problems,
-    claim_kind,
-    fetched_urls,
 )
 
 GROUP = "metal3.io"
@@ -91,7 +89,7 @@ def kind_change_problems(new: Object, old: Object) -> Iterator[Problem]:
     if claim_kind(new) == claim_kind(old):
         return
     status = old.get("status") or {}
-    for field in ("bareMetalHost", "virtualMachine"):
+    for field in (compute_class.bound_field for compute_class in CLASSES.values()):
         bound = status.get(field)
         if isinstance(bound, dict) and bound.get("name"):
             yield "spec.kind", (f"cannot change from {claim_kind(old)} to {claim_kind(new)}: the claim is bound "
@@ -125,33 +123,14 @@ def validate_host_claim(claim: Object) -> Iterator[Problem]:
 
 
 def _compute_problems(spec: dict[str, Any]) -> Iterator[Problem]:
-    """Ours: the class of compute (spec.kind) and its args; a virtual machine has no other cluster's hosts to
-    reach and no custom deploy."""
+    """Ours: the class of compute (spec.kind), and what its class refuses of the spec (compute/base.py)."""
     kind = spec.get("kind")
-    if kind is not None and kind not in KINDS:
-        yield "spec.kind", f"{kind!r} is not a class of compute served here ({', '.join(KINDS)})"
-    if kind == LIBVIRT:
-        yield from args_problems(spec.get("args"))
-        yield from _fetched_url_problems(spec.get("image"))
-        if spec.get("identityRef"):
-            yield "spec.identityRef", f"a claim of kind {LIBVIRT} is served here, not by another cluster's hosts"
-        if spec.get("customDeploy"):
-            yield "spec.customDeploy", f"a claim of kind {LIBVIRT} boots spec.image"
-    elif spec.get("args"):
-        yield "spec.args", f"kind {kind or BAREMETAL} takes no args"
-
-
-def _fetched_url_problems(image: Any) -> Iterator[Problem]:
-    """A virtual machine's image and checksum URLs, which this controller fetches: http or https."""
-    if not isinstance(image, dict):
+    if kind is not None and kind not in CLASSES:
+        yield "spec.kind", f"{kind!r} is not a class of compute served here ({served_kinds()})"
+        if spec.get("args"):
+            yield "spec.args", f"kind {kind or DEFAULT_KIND} takes no args"
         return
-    for field, url in fetched_urls(image):
-        if not url:
-            continue
-        try:
-            OutboundPolicy().check_scheme(url, field)
-        except Refused as e:
-            yield field, str(e).removeprefix(f"{field}: ")
+    yield from CLASSES[kind or DEFAULT_KIND].admit(spec)
 
 
 def _expression_problems(index: int, expression: dict[str, Any]) -> Iterator[Problem]:

@@ -11,20 +11,21 @@ import time
 
 import pytest
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.virtual_machine import (
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base import UNREACHABLE_WAIT
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import (
     LibvirtOptions,
     MachineLimits,
     MachineSize,
     hardware,
     mac_addresses,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.fixture_machines import FixtureMachines, Made, VirshlessMachines
 from tests.harness.http_files import ServedFiles
-from tests.unit.module_utils.hosts.test_hostclaim import IMAGE, TENANT, claim, condition, secret
+from tests.unit.module_utils.hostclaims.test_hostclaim import IMAGE, TENANT, claim, condition, secret
 
 API = "metal3.io/v1alpha1"
 MACHINE = f"{TENANT}.vm-0"
@@ -159,7 +160,7 @@ def test_an_unreachable_hypervisor_is_waited_for_and_nothing_is_lost(store, mach
     step(store, ref, machines)
     machines.down = True
     result = step(store, ref, machines)
-    assert (result.error, result.requeue_after) == ("", hc.UNREACHABLE_WAIT)
+    assert (result.error, result.requeue_after) == ("", UNREACHABLE_WAIT)
     assert "failed to connect" in result.message
     assert store.get(ref)["status"]["virtualMachine"]["name"] == MACHINE
     machines.down = False

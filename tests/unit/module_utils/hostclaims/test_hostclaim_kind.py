@@ -9,11 +9,20 @@ import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hostclaim as hc
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.fixture_machines import FixtureMachines
-from tests.unit.module_utils.hosts.test_hostclaim import IMAGE, INFRA, TENANT, claim, condition, host, policy, set_state
+from tests.unit.module_utils.hostclaims.test_hostclaim import (
+    IMAGE,
+    INFRA,
+    TENANT,
+    claim,
+    condition,
+    host,
+    policy,
+    set_state,
+)
 
 API = "metal3.io/v1alpha1"
 SERVER = Ref(API, "BareMetalHost", "server-0", INFRA)

@@ -2,18 +2,21 @@
 # Apache License 2.0 (see LICENSE)
 """The virtual-machine class of compute: what serves a HostClaim whose ``spec.kind`` is ``libvirt``.
 
-Upstream's hybrid-cluster design (metal3-docs, hostclaim-multitenancy-and-hybrid-clusters) gives a HostClaim a
-``kind`` - the technology that serves it, ``baremetal`` by default - and ``args`` that parameterise the compute
-resource, the way a PersistentVolumeClaim names its storage class. A claim of kind ``libvirt`` gets a disposable
-virtual machine, no Ironic involved: its size from ``spec.args`` (``cpus``, ``memory``, ``disk``, ``nics``), its
-disk a copy-on-write layer over the claim's image (fetched once per checksum and verified), its cloud-init data on
-an OpenStack config drive (ISO 9660, volume ``config-2``: ``openstack/latest/meta_data.json``, ``user_data``,
+A claim of kind ``libvirt`` (upstream's hybrid-cluster design, compute/base.py) gets a disposable virtual machine,
+no Ironic involved: its size from ``spec.args`` (``cpus``, ``memory``, ``disk``, ``nics``), its disk a
+copy-on-write layer over the claim's image (fetched once per checksum and verified), its cloud-init data on an
+OpenStack config drive (ISO 9660, volume ``config-2``: ``openstack/latest/meta_data.json``, ``user_data``,
 ``network_data.json``, as Ironic writes one), powered as ``poweredOn`` asks; deleted, disk and drive with it, on
 release. Where it is defined (the libvirt URI, the bridge its NICs join, the directory of its disks) is the
 controller's configuration (``LibvirtOptions``), never the tenant's.
 
-The hypervisor is reached through ``VirtualMachines``, so that the claim's flow (hosts/hostclaim.py) is tested
-against a fixture; ``LibvirtMachines`` drives libvirt with virsh and qemu-img.
+``Libvirt`` is the class the HostClaim flow calls (compute/base.py): bound at once to a machine of its own, named
+after the claim, whose hardware (size from spec.args, NICs with MACs derived from the claim's uid) its
+HardwareData shows before the machine exists; the machine made once the claim has an image, from the claim's own
+Secrets (no copies: there is no host namespace), powered as poweredOn asks; on release, the machine with its disk
+and config drive deleted - only one this claim made. It reaches the hypervisor through ``VirtualMachines`` (the
+``libvirt`` driver in ``Services``), so that it is tested against a fixture; ``LibvirtMachines`` drives libvirt
+with virsh and qemu-img.
 
 The tenant writes the claim; the controller fetches and runs it with its own rights on its own file system. So:
 
@@ -45,6 +48,18 @@ from typing import Any, Iterator, Protocol
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base import (
+    READY_CONDITION,
+    UNREACHABLE_WAIT,
+    Bound,
+    ClaimState,
+    ComputeClass,
+    Observed,
+    Services,
+    Stuck,
+    Waiting,
+    claim_kind,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Invalid, Unavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import (
     Deadline,
@@ -59,10 +74,22 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.quantity imp
     parse_quantity,
     whole,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission import Problem
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    API,
+    AVAILABLE,
+    PROVISIONED,
+    REBOOT_ANNOTATION,
+    HostFailure,
+    config_drive,
+    host_state,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
+    KIND as HOST_KIND,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import FAILURE_DOMAIN_LABEL
 
-BAREMETAL = "baremetal"
 LIBVIRT = "libvirt"
-KINDS = (BAREMETAL, LIBVIRT)
 # The claim's spec.args a libvirt machine reads, with their defaults.
 DEFAULT_ARGS = {"cpus": "1", "memory": "2Gi", "disk": "10Gi", "nics": "1"}
 MAX_NICS = 8
@@ -78,6 +105,8 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 # A checksum file is small (a line per image); one larger is refused, not read.
 MAX_CHECKSUM_FILE = 1 << 20
+# Ours, on a claim of kind libvirt.
+MACHINE_ASSOCIATED, MACHINE_FAILED = "VirtualMachineAssociated", "VirtualMachineFailed"
 
 
 class MachineFailure(DomainError):
@@ -107,11 +136,6 @@ def _shown(value: Any, limit: int = 60) -> str:
     """A tenant's value in a message, cut short: a megabyte of it is not repeated into the status."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def claim_kind(claim: dict[str, Any]) -> str:
-    """The class of compute that serves the claim: ``spec.kind``, ``baremetal`` when none is given."""
-    return str((claim.get("spec") or {}).get("kind") or BAREMETAL)
 
 
 def args_problems(args: Any) -> list[tuple[str, str]]:
@@ -641,3 +665,154 @@ def domain_xml(name: str, owner: str, size: MachineSize, macs: list[str], files:
   </devices>
 </domain>
 """
+
+
+# -- the class -------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Served:
+    """What serves a claim of kind libvirt, as ``bind`` found it: the machine's size and MACs, and the machine
+    (None until it is made)."""
+
+    size: MachineSize
+    macs: list[str]
+    machine: VirtualMachine | None
+
+
+class Libvirt(ComputeClass):
+    """Claims served by virtual machines of this controller's hypervisor (the ``libvirt`` driver: None when the
+    controller serves no such claims, which then say so)."""
+
+    kind = LIBVIRT
+    bound_field = "virtualMachine"
+    noun = "virtual machine"
+    associated_reason = MACHINE_ASSOCIATED
+
+    def __init__(self, claim: ClaimState, services: Services) -> None:
+        super().__init__(claim, services)
+        self.machines: VirtualMachines | None = services.drivers.get(LIBVIRT)
+        self.machine_name = domain_name(claim.ref.namespace, claim.ref.name)
+
+    @classmethod
+    def admit(cls, spec: dict[str, Any]) -> Iterator[Problem]:
+        """Its args (with their fixed sanity bounds), its image and checksum URLs http or https (the controller
+        itself fetches them); no other cluster's hosts to reach and no custom deploy."""
+        yield from args_problems(spec.get("args"))
+        yield from _fetched_url_problems(spec.get("image"))
+        if spec.get("identityRef"):
+            yield "spec.identityRef", f"a claim of kind {LIBVIRT} is served here, not by another cluster's hosts"
+        if spec.get("customDeploy"):
+            yield "spec.customDeploy", f"a claim of kind {LIBVIRT} boots spec.image"
+
+    def failure(self, error: Exception) -> Stuck | None:
+        """The machine cannot be made or changed (or the hypervisor does not answer: it looks again)."""
+        if isinstance(error, (MachineFailure, Invalid, HostFailure, Refused)):
+            return Stuck("failed", READY_CONDITION, MACHINE_FAILED, str(getattr(error, "message", "") or error))
+        if isinstance(error, Unavailable):
+            return Stuck("failed", READY_CONDITION, MACHINE_FAILED, str(error), UNREACHABLE_WAIT)
+        return None
+
+    def _hypervisor(self) -> VirtualMachines:
+        if self.machines is None:
+            raise Invalid(f"spec.kind: {LIBVIRT} - this controller serves no HostClaims of kind {LIBVIRT} (give it "
+                          "libvirt_bridge and libvirt_storage_dir)")
+        return self.machines
+
+    def _machine(self) -> VirtualMachine | None:
+        machine = self._hypervisor().get(self.machine_name)
+        if machine is not None and machine.owner != self.claim.uid:
+            raise MachineFailure(f"virtual machine {self.machine_name} exists and was not made by this claim; it is "
+                                 "left alone")
+        return machine
+
+    # -- bind: its own machine, made or not ------------------------------------------------------------------
+    def bind(self, refusals: dict[str, str]) -> Bound:
+        spec = self.claim.spec
+        size = machine_size(spec.get("args"))  # on a cluster, no webhook has checked them
+        too_large = limit_problems(size, self.machines.limits) if self.machines is not None else []
+        if too_large:
+            raise Invalid("; ".join(f"{field}: {why}" for field, why in too_large))
+        if spec.get("customDeploy"):
+            raise Invalid(f"spec.customDeploy: a HostClaim of kind {LIBVIRT} boots spec.image")
+        macs = mac_addresses(self.claim.uid, size.nics)
+        if self.machines is not None and self.claim.deploying:  # what the tenant asks fetched, before anything
+            self.machines.check_image(spec["image"])
+        return Bound(_Served(size, macs, self._machine()))
+
+    # -- configure: made once it has an image, powered, rebooted ---------------------------------------------
+    def configure(self, bound: Bound, refusals: dict[str, str]) -> Observed:
+        served: _Served = bound.obj
+        machine, claim = served.machine, self.claim
+        if machine is None and claim.deploying and not refusals:
+            drive = config_drive(claim.ref, claim.uid, claim.spec, claim.secret)
+            if not claim.dry_run:
+                self._hypervisor().create(self.machine_name, claim.uid, served.size, served.macs,
+                                          claim.spec["image"], drive)
+            machine = VirtualMachine(self.machine_name, claim.uid, False)
+            claim.changed = True
+        if machine is not None:
+            wanted = bool(claim.spec.get("poweredOn"))
+            if machine.running != wanted:
+                if not claim.dry_run:
+                    self._hypervisor().power(self.machine_name, wanted)
+                machine.running = wanted
+                claim.changed = True
+            if REBOOT_ANNOTATION in (claim.obj["metadata"].get("annotations") or {}):
+                if machine.running and not claim.dry_run:
+                    self._hypervisor().reboot(self.machine_name)
+                claim.forget_reboot_request()
+        host = self._as_host(served.size, served.macs, machine)
+        running = ", running" if machine is not None and machine.running else ""
+        return Observed(host, refusals, f"virtual machine {self.machine_name} is {host_state(host)}{running}")
+
+    def _as_host(self, size: MachineSize, macs: list[str], machine: VirtualMachine | None) -> dict[str, Any]:
+        """The machine in a BareMetalHost's shape, for what the claim shows (state, power, hardware) and its
+        HardwareData: provisioned once it exists, available until then; labelled with the claim's failure
+        domain."""
+        failure_domain = self.claim.spec.get("failureDomain")
+        ref = self.claim.ref
+        return {"apiVersion": API, "kind": HOST_KIND,
+                "metadata": {"name": self.machine_name, "namespace": ref.namespace,
+                             "labels": {FAILURE_DOMAIN_LABEL: failure_domain} if failure_domain else {}},
+                "spec": {"bootMACAddress": macs[0]},
+                "status": {"provisioning": {"state": PROVISIONED if machine is not None else AVAILABLE},
+                           "poweredOn": bool(machine is not None and machine.running),
+                           "hardware": hardware(size, macs, ref.name)}}
+
+    # -- release ---------------------------------------------------------------------------------------------
+    def _named(self) -> bool:
+        return bool((self.claim.obj.get("status") or {}).get(self.bound_field))
+
+    def may_hold(self) -> bool:
+        """The claim's status names a machine, or this controller has a hypervisor to look in."""
+        return self.machines is not None or self._named()
+
+    def release(self) -> Waiting | None:
+        """Delete the machine this claim made, if there is one - whatever the claim's spec.kind says now (it may
+        have changed past admission): one its status names, or one this controller's hypervisor has under the
+        claim's name with the claim's uid in its metadata. A machine of that name made by anyone else is left
+        alone."""
+        try:
+            machine = self._hypervisor().get(self.machine_name)
+        except Unavailable:
+            if self._named() or claim_kind(self.claim.obj) == LIBVIRT:
+                raise
+            return None  # a bare-metal claim that never had a machine: a hypervisor down does not hold its release
+        if machine is not None and machine.owner == self.claim.uid:
+            if not self.claim.dry_run:
+                self._hypervisor().delete(self.machine_name)
+            self.claim.changed = True
+        return None
+
+
+def _fetched_url_problems(image: Any) -> Iterator[Problem]:
+    """A virtual machine's image and checksum URLs, which this controller fetches: http or https."""
+    if not isinstance(image, dict):
+        return
+    for field_name, url in fetched_urls(image):
+        if not url:
+            continue
+        try:
+            OutboundPolicy().check_scheme(url, field_name)
+        except Refused as e:
+            yield field_name, str(e).removeprefix(f"{field_name}: ")
