@@ -32,9 +32,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base impo
     HOSTS_REACHABLE,
     UNREACHABLE_WAIT,
     Bound,
+    ClaimState,
     ComputeClass,
     Observed,
     Pending,
+    Services,
     Stuck,
     Waiting,
 )
@@ -169,7 +171,10 @@ class BareMetal(ComputeClass):
     noun = "host"
     associated_reason = HOST_ASSOCIATED
 
-    hosts: Store
+    def __init__(self, claim: ClaimState, services: Services) -> None:
+        super().__init__(claim, services)
+        self.hosts: Store = claim.store  # the hosts' store, for the step under way (``session``)
+        self.admitting: list[str] = []  # the namespaces whose hosts the claim may bind, once looked up
 
     @classmethod
     def admit(cls, spec: dict[str, Any]) -> Iterator[Problem]:
@@ -185,7 +190,6 @@ class BareMetal(ComputeClass):
     def session(self) -> Iterator[None]:
         """The hosts' store for one step: the claim's own, or the cluster its identityRef names (closed after)."""
         if identity_ref(self.claim.obj) is None:
-            self.hosts = self.claim.store
             yield
             return
         with open_remote_hosts(self.claim.store, self.claim.obj, self.services.outbound) as hosts:
@@ -199,8 +203,8 @@ class BareMetal(ComputeClass):
             return Stuck("unreachable", HOSTS_REACHABLE, HOSTS_UNREACHABLE, str(error), UNREACHABLE_WAIT)
         if isinstance(error, RemoteRefused):
             return Stuck("unreachable", HOSTS_REACHABLE, REMOTE_REFUSED, str(error), None)
-        remote = getattr(self, "hosts", self.claim.store) is not self.claim.store
-        if remote and isinstance(error, (KeyError, TypeError, AttributeError, ValueError, IndexError)):
+        unreadable = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+        if self.hosts is not self.claim.store and isinstance(error, unreadable):
             return Stuck("unreachable", HOSTS_REACHABLE, HOSTS_UNREACHABLE,
                          f"spec.identityRef: the hosts' cluster at {getattr(self.hosts, 'host', '?')} answered "
                          f"objects this controller cannot read ({type(error).__name__})", UNREACHABLE_WAIT)
@@ -209,7 +213,6 @@ class BareMetal(ComputeClass):
     # -- bind ------------------------------------------------------------------------------------------------
     def bind(self, refusals: dict[str, str]) -> Bound | Pending:
         self._ensure_identity()
-        self.admitting: list[str] = []  # the namespaces whose hosts the claim may bind, once looked up
         host, waiting = self._bound_host()
         if host is None and not refusals:
             host, waiting = self._bind()

@@ -188,9 +188,7 @@ def _release(state: ClaimState, services: Services) -> ClaimResult:
             return flow.stuck(stuck)
     if waiting is not None:
         flow, released = waiting
-        result = flow.result("deleting", WAIT, released.why, released.host)
-        result.obj = state.obj
-        return result
+        return flow.result("deleting", WAIT, released.why, released.host)
     return _forget(state)
 
 
