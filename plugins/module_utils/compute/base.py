@@ -47,6 +47,7 @@ UNREACHABLE_WAIT = 10.0  # what serves the claim does not answer: it looks again
 # The claim's data: Secrets of its own namespace, which a class gives what serves the claim.
 DATA_FIELDS = ("userData", "metaData", "networkData")
 
+
 def claim_kind(claim: dict[str, Any]) -> str:
     """The class of compute that serves the claim: ``spec.kind``, ``baremetal`` when none is given."""
     return str((claim.get("spec") or {}).get("kind") or DEFAULT_KIND)
