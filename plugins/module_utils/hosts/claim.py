@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +36,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
     host_state,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.reservation import (
+    Claimer,
+    Marking,
+    State,
+    reserve,
+)
 
 FAILURE_DOMAIN_LABEL = "infrastructure.cluster.x-k8s.io/failure-domain"
 NODE_REUSE_LABEL = "infrastructure.cluster.x-k8s.io/node-reuse"
@@ -170,39 +177,80 @@ def online_after_release(host_spec: dict[str, Any], fast_track: bool = False) ->
     return fast_track and host_spec.get("automatedCleaningMode", "metadata") != "disabled"
 
 
+class _Hosts(Claimer[Object, Object]):
+    """A host, as the reservation protocol (store/reservation.py) takes it for a consumer.
+
+    What a host differs in is behaviour: the claim is written onto the host itself (its consumerRef), and the one
+    resourceVersion-checked update of the host as listed is both the mark and the take (Marking.NONE). So no run
+    can die between naming a host and taking it, and there is nothing to adopt after a crash but the host FIND
+    sees, by its consumerRef: a consumer that holds a host gets it back. A loss (Conflict: someone changed the host
+    since it was listed) looks afresh (relook_after_loss): after a jittered pause (CLAIM_BACKOFF), the hosts are
+    listed again and one is picked at random among those still free, so racing claimers spread out.
+    """
+
+    marking = Marking.NONE
+    relook_after_loss = True
+
+    def __init__(self, store: Store, namespaces: list[str], label_selector: str, consumer: Consumer,
+                 choose: Callable[[list[Object]], Selection], labels: dict[str, str] | None, dry_run: bool) -> None:
+        self.store, self.namespaces, self.label_selector, self.consumer = store, namespaces, label_selector, consumer
+        self.choose, self.labels, self.dry_run = choose, labels, dry_run
+        self.selection = Selection(None)
+        self.delays = CLAIM_BACKOFF.delays()
+
+    def held(self) -> Object | None:
+        """The hosts listed and chosen among: this consumer's, if it holds one."""
+        hosts = [h for namespace in self.namespaces
+                 for h in self.store.list(API, KIND, namespace, self.label_selector or None)]
+        self.selection = self.choose(hosts)
+        host = self.selection.host
+        return host if host is not None and self.consumer.holds(host) else None
+
+    def next(self) -> Object | None:
+        return self.selection.host
+
+    def take(self, candidate: Object) -> Object:
+        """The consumerRef and ``labels`` written onto the host as listed (the node-reuse label removed)."""
+        host = copy.deepcopy(candidate)
+        host["spec"]["consumerRef"] = self.consumer.ref()
+        host_labels = {**(host["metadata"].get("labels") or {}), **(self.labels or {})}
+        host_labels.pop(NODE_REUSE_LABEL, None)
+        host["metadata"]["labels"] = host_labels
+        try:
+            return self.store.update(host, dry_run=self.dry_run)
+        except NotFound:  # deleted since we listed it: as for a host someone else changed, list again
+            raise Conflict(f"{Ref.of(host)} was deleted while being claimed") from None
+
+    def lost(self, candidate: Object) -> None:
+        delay = next(self.delays, None)
+        if delay is None:
+            raise TooManyConflicts(f"{Ref.of(candidate)}: still conflicting after {CLAIM_BACKOFF.steps} attempts")
+        time.sleep(delay)
+
+
 def associate(store: Store, namespaces: list[str], consumer: Consumer, selector: dict[str, Any] | None = None,
               failure_domain: str | None = None, strict_failure_domain: bool = False,
               reuse_name: str | None = None, labels: dict[str, str] | None = None,
               dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice,
               fits: Callable[[Object], str] | None = None) -> Selection:
     """Choose a host among those of ``namespaces`` and claim it for ``consumer`` (consumerRef, ``labels``, the
-    node-reuse label removed).
+    node-reuse label removed), by the reservation protocol (``_Hosts``).
 
     Idempotent: a consumer that holds a host gets it back. Losing a race (Conflict) means listing again,
     after a jittered pause.
     """
-    label_selector = host_selector(selector)
+    def choose(hosts: list[Object]) -> Selection:
+        return choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick, fits)
 
-    def attempt() -> Selection:
-        hosts = [h for namespace in namespaces for h in store.list(API, KIND, namespace, label_selector or None)]
-        selection = choose_host(hosts, consumer, failure_domain, strict_failure_domain, reuse_name, pick, fits)
-        if selection.host is None or consumer.holds(selection.host):
-            return selection
-        host = copy.deepcopy(selection.host)
-        host["spec"]["consumerRef"] = consumer.ref()
-        host_labels = {**(host["metadata"].get("labels") or {}), **(labels or {})}
-        host_labels.pop(NODE_REUSE_LABEL, None)
-        host["metadata"]["labels"] = host_labels
-        try:
-            return Selection(store.update(host, dry_run=dry_run), "claimed")
-        except NotFound:  # deleted since we listed it: as for a host someone else changed, list again
-            raise Conflict(f"{Ref.of(host)} was deleted while being claimed") from None
-
+    hosts = _Hosts(store, namespaces, host_selector(selector), consumer, choose, labels, dry_run)
     try:
-        return retry_on_conflict(attempt, CLAIM_BACKOFF)
+        outcome = reserve(hosts)
     except TooManyConflicts:
         return Selection(None, f"could not claim a host in {CLAIM_BACKOFF.steps} attempts: others keep "
                                "taking the chosen ones", wait=True)
+    if outcome.state is State.TAKEN:
+        return Selection(outcome.holding(), "claimed")
+    return hosts.selection  # HELD: "already associated"; EXHAUSTED: why there is none
 
 
 def update_claimed_host(store: Store, ref: Ref, consumer: Consumer, change: Callable[[Object], None],

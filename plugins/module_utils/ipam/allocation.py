@@ -36,6 +36,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.reservation import (
+    Claimer,
+    Marking,
+    Moved,
+    State,
+    mark_claim,
+    reserve,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     release_finalized,
@@ -69,8 +77,6 @@ DEFAULT_POOL_NAMESPACE = "default"
 
 # How long a claim or pool that waits (for a pool to appear, for its claims to go) waits before looking again.
 WAITING_REQUEUE = 10.0
-# How many times a claimer tries an address that is released each time between its create and its read.
-TAKE_ATTEMPTS = 5
 
 # Upstream's error strings, written to the claim's status.
 EXHAUSTED = "Exhausted IP Pools"
@@ -302,27 +308,6 @@ def _address_object(pool_obj: Object, pool: Pool, claim: _Claim, address: str) -
     return {"apiVersion": IPAM_API, "kind": "IPAddress", "metadata": metadata, "spec": spec}
 
 
-def _take(store: Store, pool_obj: Object, pool: Pool, claim: _Claim, address: str, reserved: bool,
-          dry_run: bool) -> Object | None:
-    """Create the IPAddress named after ``address``; None when another claim holds it.
-
-    Only an address the claim's annotation reserved can already be the claim's own (made by another reconcile
-    of the claim): only then is an existing one read. Any other is simply lost, at the cost of one create.
-    """
-    ref = Ref(IPAM_API, "IPAddress", pool.address_name(address), pool_obj["metadata"]["namespace"])
-    for _attempt in range(TAKE_ATTEMPTS):
-        try:
-            return store.create(_address_object(pool_obj, pool, claim, address), dry_run=dry_run)
-        except AlreadyExists:
-            if not reserved:
-                return None
-            existing = store.get_if_exists(ref)
-        if existing is not None:
-            return existing if _owned_by(existing, claim) else None
-        # Released between the create and the read: free again, so try again.
-    return None  # taken and released over and over: as good as taken, move on
-
-
 # The widest window of free addresses a claimer that keeps losing spreads over.
 SPREAD_WINDOW = 64
 # A claimer that follows a pool's addresses (see _followed_addresses): the window its last allocation from it
@@ -504,18 +489,9 @@ class _Candidates:
 
 
 def _reserve(store: Store, claim: _Claim, address: str, dry_run: bool) -> None:
-    """Write on the claim (with its finalizer) the address it is about to take, before taking it.
-
-    A crash between this and the IPAddress's creation leaves a trail the next reconcile follows, never a
-    leak; and two reconciles of one claim meet on this write (resourceVersion-checked: Conflict).
-    """
-    obj = copy.deepcopy(claim.obj)
-    metadata = obj["metadata"]
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), ADDRESS_ANNOTATION: address}
-    if claim.finalizer not in (metadata.get("finalizers") or []):
-        metadata["finalizers"] = [*(metadata.get("finalizers") or []), claim.finalizer]
-    if obj != claim.obj and not dry_run:
-        claim.obj = store.update(obj)
+    """Write on the claim (with its finalizer) the address it is about to take, before taking it: the protocol's
+    MARK (store/reservation.py), resourceVersion-checked (Conflict)."""
+    claim.obj = mark_claim(store, claim.obj, ADDRESS_ANNOTATION, address, claim.finalizer, dry_run)
 
 
 def _pool_addresses(store: admission.Reader, pool_obj: Object) -> list[Object]:
@@ -526,12 +502,6 @@ def _pool_addresses(store: admission.Reader, pool_obj: Object) -> list[Object]:
 def _in_use_from_addresses(store: Store, pool_obj: Object, pool: Pool) -> InUse:
     offsets = (pool.offset_of(a["spec"]["address"]) for a in _pool_addresses(store, pool_obj))
     return InUse.of(o for o in offsets if o is not None)
-
-
-def _reserve_fresh(store: Store, claim: _Claim, address: str, dry_run: bool) -> Object:
-    claim.obj = store.get(claim.ref)
-    _reserve(store, claim, address, dry_run)
-    return claim.obj
 
 
 def _owned_addresses(store: Store, claim: _Claim, pool_namespace: str) -> list[Object]:
@@ -548,38 +518,17 @@ def _pool_of(address: Object) -> Ref | None:
     return Ref(IPAM_API, "IPPool", pool["name"], pool.get("namespace") or address["metadata"]["namespace"])
 
 
-def _release_address(store: Store, claim_name: str, address: Object, dry_run: bool) -> None:
+def _release_address(store: Store, claim_name: str, address: Object, dry_run: bool) -> bool:
     """Let one IPAddress go (only the very object given: store/writes.py ``release_finalized``), and forget it in
-    its pool's status."""
+    its pool's status; whether it went."""
     ref = Ref(IPAM_API, "IPAddress", address["metadata"]["name"], address["metadata"]["namespace"])
     if not release_finalized(store, ref, address["metadata"].get("uid"), ADDRESS_FINALIZER, dry_run):
-        return
+        return False
     pool_ref = _pool_of(address)
     if pool_ref is not None:
         with contextlib.suppress(NotFound):
             _record(store, pool_ref, {claim_name: None}, dry_run)
-
-
-def _adopt(store: Store, claim: _Claim, pool_ref: Ref, dry_run: bool) -> Object | None:
-    """The IPAddress a claim owns although its annotation does not lead to it, kept as the claim's own; any
-    other it owns is released, so that a claim never holds two.
-
-    That is what a reconcile leaves when it dies after taking an address and before naming it - after it
-    lost its reserved address to another claimer, say: once the lost address is free again, taking it
-    would make two. The one kept is the one the claim's status names (what its users were told), else one
-    of its pool. The others go before the annotation names the kept one: a death in between leaves the
-    annotation still leading nowhere, and the next reconcile lists again and finishes.
-    """
-    owned = _owned_addresses(store, claim, pool_ref.namespace)
-    mine = [a for a in owned if _pool_of(a) == pool_ref]
-    named = ((claim.obj.get("status") or {}).get("address") or {}).get("name")
-    kept = next((a for a in mine if a["metadata"]["name"] == named), mine[0] if mine else None)
-    for extra in owned:
-        if extra is not kept:
-            _release_address(store, claim.name, extra, dry_run)
-    if kept is not None:
-        retry_on_conflict(lambda: _reserve_fresh(store, claim, kept["spec"]["address"], dry_run))
-    return kept
+    return True
 
 
 def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, taken: Object, lost: set[str],
@@ -611,15 +560,136 @@ def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, ta
     return kept
 
 
+class _Addresses(Claimer[Object, str]):
+    """A claim's address, as the reservation protocol (store/reservation.py) takes it: the claim names its first
+    pick in ADDRESS_ANNOTATION (once: racing claimers lose many candidates, and each loss must stay cheap), the
+    IPAddress named after an address is what takes it, and one taken in place of the one named is named after.
+    A claim that moved under a mark is followed; an adopted address is marked onto the claim as read afresh.
+
+    Around the steps, the pool's index (``_record``): each pick is written there before its create, so that the
+    claimers that read the index next pass it by instead of racing for it (``_hint``).
+    """
+
+    marking = Marking.ONCE
+    moved = Moved.FOLLOW
+
+    def __init__(self, store: Store, claim: _Claim, pool_ref: Ref, pool_obj: Object, pool: Pool,
+                 dry_run: bool) -> None:
+        self.store, self.claim, self.pool_ref, self.pool_obj, self.pool = store, claim, pool_ref, pool_obj, pool
+        self.dry_run = dry_run
+        self.refusal: str | None = None
+        self.view: Followed | None = None
+        self.candidates: _Candidates | None = None
+        self.indexed: str | None = None  # what the pool's index says of the claim (PREPARE reads it)
+
+    def marker(self) -> str | None:
+        return _reserved_address(self.claim)
+
+    def held(self) -> Object | None:
+        return _held_address(self.store, self.claim, self.pool, self.pool_ref.namespace)
+
+    def may_own(self) -> bool:
+        return _may_own(self.claim)
+
+    def owned(self) -> list[Object]:
+        return _owned_addresses(self.store, self.claim, self.pool_ref.namespace)
+
+    def keepable(self, obj: Object) -> bool:
+        return _pool_of(obj) == self.pool_ref
+
+    def reported(self, obj: Object) -> bool:
+        named = ((self.claim.obj.get("status") or {}).get("address") or {}).get("name")
+        return bool(obj["metadata"]["name"] == named)
+
+    def release(self, obj: Object) -> bool:
+        return _release_address(self.store, self.claim.name, obj, self.dry_run)
+
+    def reread(self) -> bool:
+        self.claim.obj = self.store.get(self.claim.ref)
+        return not self.claim.obj["metadata"].get("deletionTimestamp")
+
+    def mark(self, candidate: str) -> None:
+        _reserve(self.store, self.claim, candidate, self.dry_run)
+
+    def prepare(self) -> bool:
+        """The pool serves the claim's namespace (checked before any write to the pool: what a claim already holds
+        stays with it), and carries its finalizer."""
+        self.refusal = _refusal(self.pool_obj, self.claim.namespace)
+        if self.refusal:
+            return False
+        if POOL_FINALIZER not in (self.pool_obj["metadata"].get("finalizers") or []) \
+                and not self.pool_obj["metadata"].get("deletionTimestamp"):
+            self.pool_obj = ensure_finalizer(self.store, self.pool_ref, POOL_FINALIZER, self.dry_run)
+        self.view = _followed_addresses(self.store, self.pool_obj)
+        self.candidates = _Candidates(self.store, self.pool_obj, self.pool, self.claim, self.view)
+        # The index as last read: a pick written there by another reconcile of the claim is taken up, not raced.
+        self.indexed = _allocations(self.pool_obj).get(self.claim.name)
+        return True
+
+    def valid(self, candidate: str) -> bool:
+        return self.pool.entry_of(candidate) is not None
+
+    def next(self) -> str | None:
+        candidates = self.picks()
+        address = candidates.next()
+        if address is None:
+            if self.indexed is not None:  # a claim that holds no address has no key
+                self._hint(None)
+            return None
+        if self.indexed != address and not self._hint(address) and candidates.losses == 0:
+            address = candidates.spread_from(address)
+        return address
+
+    def picks(self) -> _Candidates:
+        """The candidates PREPARE set up."""
+        if self.candidates is None:
+            raise RuntimeError("PICK before PREPARE")
+        return self.candidates
+
+    def _hint(self, address: str | None) -> bool:
+        """Write the claim's pick into the index, onto the pool as last read; False when another claimer wrote
+        it since (then this one is one of a herd that read the same index). Claimers that follow the pool's
+        addresses need no index."""
+        if self.view is not None:
+            return True
+        candidates = self.picks()
+        written = _record(self.store, self.pool_ref, {self.claim.name: address}, self.dry_run,
+                          version=candidates.version)
+        if written is None:
+            candidates.contended = True
+            return False
+        candidates.version = written["metadata"].get("resourceVersion")
+        self.indexed = address
+        return True
+
+    def take(self, candidate: str) -> Object:
+        return self.store.create(_address_object(self.pool_obj, self.pool, self.claim, candidate),
+                                 dry_run=self.dry_run)
+
+    def lookup(self, candidate: str) -> Object | None:
+        return self.store.get_if_exists(Ref(IPAM_API, "IPAddress", self.pool.address_name(candidate),
+                                            self.pool_obj["metadata"]["namespace"]))
+
+    def owns(self, obj: Object) -> bool:
+        return _owned_by(obj, self.claim)
+
+    def lost(self, candidate: str) -> None:
+        self.picks().lost(candidate)
+
+    def value(self, obj: Object) -> str:
+        return str(obj["spec"]["address"])
+
+    def name(self, taken: Object) -> Object | None:
+        return _name_taken(self.store, self.claim, self.pool, self.pool_ref.namespace, taken,
+                           self.picks().lost_addresses, self.dry_run)
+
+
 def _allocate(store: Store, claim: _Claim, dry_run: bool,
               write_status: Callable[[Object | None, str | None, str | None], Object]) -> Allocation:
-    """The shared steps of both claim kinds, up to an IPAddress held by the claim.
-
-    The protocol that keeps one address per claim whatever point a process dies at: the claim's annotation
-    names an address before any IPAddress is created for it, and names the one it holds once it holds one.
-    So a claim with no annotation (nor status) owns nothing, and one whose annotation leads to no address it
-    owns is looked up by label (_adopt) before it may take a new one.
-    """
+    """The shared steps of both claim kinds, up to an IPAddress held by the claim: its pool found, then the
+    reservation protocol (store/reservation.py), which keeps one address per claim whatever point a process dies
+    at (a claim with no annotation nor status owns nothing; one whose annotation leads to no address it owns is
+    looked up by label before it may take a new one), then the claim's status."""
     if claim.obj["metadata"].get("deletionTimestamp"):
         return Allocation(claim.obj)
     if claim.pool is None:
@@ -632,99 +702,38 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     except NotFound:
         waiting = f"IPPool {claim.pool.namespace}/{claim.pool.name} not found"
         return Allocation(write_status(None, None, waiting), waiting=waiting, waits_on=[claim.pool])
-    pool = parse_pool(pool_obj)
-    existing = _held_address(store, claim, pool, claim.pool.namespace)
-    adopted = False
-    if existing is None and _may_own(claim):
-        existing = _adopt(store, claim, claim.pool, dry_run)
-        adopted = existing is not None
-    if existing:
-        address = existing["spec"]["address"]
+    addresses = _Addresses(store, claim, claim.pool, pool_obj, parse_pool(pool_obj), dry_run)
+    outcome = reserve(addresses)
+    if outcome.state is State.REFUSED:
+        return Allocation(write_status(None, addresses.refusal, None), error=addresses.refusal)
+    if outcome.state is State.GOING:
+        return Allocation(claim.obj)
+    if outcome.state is State.RELEASED:
+        return Allocation(None, released=True, changed=True)
+    if outcome.state is State.EXHAUSTED:
+        error = addresses.picks().error
+        # Only a change of the pool can free an address (or the one asked for): the claim waits on it.
+        waits_on = [claim.pool] if error in (EXHAUSTED, REQUESTED_NOT_AVAILABLE) else []
+        return Allocation(write_status(None, error, None), error=error, waits_on=waits_on)
+    held = outcome.holding()
+    address = held["spec"]["address"]
+    if outcome.state is State.HELD:
         # A reconcile died before recording it (where claimers record their addresses in the index).
-        if not store.follows and (adopted or _allocations(pool_obj).get(claim.name) != address):
+        if not store.follows and (outcome.adopted or _allocations(pool_obj).get(claim.name) != address):
             _record(store, claim.pool, {claim.name: address}, dry_run)
-        return Allocation(write_status(existing, None, None), address=existing, changed=adopted)
-    # Checked before any write to the pool; what a claim already holds stays with it.
-    refusal = _refusal(pool_obj, claim.namespace)
-    if refusal:
-        return Allocation(write_status(None, refusal, None), error=refusal)
-    if POOL_FINALIZER not in (pool_obj["metadata"].get("finalizers") or []) \
-            and not pool_obj["metadata"].get("deletionTimestamp"):
-        pool_obj = ensure_finalizer(store, claim.pool, POOL_FINALIZER, dry_run)
-    view = _followed_addresses(store, pool_obj)
-    candidates = _Candidates(store, pool_obj, pool, claim, view)
-    # What the pool's index says of the claim: each address is written there before its create, so that the
-    # claimers that read the index next pass it by instead of racing for it.
-    indexed = _allocations(pool_obj).get(claim.name)
-    pool_ref = claim.pool
-
-    def hint(address: str | None) -> bool:
-        """Write the claim's pick into the index, onto the pool as last read; False when another claimer wrote
-        it since (then this one is one of a herd that read the same index). Claimers that follow the pool's
-        addresses need no index."""
-        nonlocal indexed
-        if view is not None:
-            return True
-        written = _record(store, pool_ref, {claim.name: address}, dry_run, version=candidates.version)
-        if written is None:
-            candidates.contended = True
-            return False
-        candidates.version = written["metadata"].get("resourceVersion")
-        indexed = address
-        return True
-
-    # A reservation left by an earlier reconcile (or one running now) is taken first.
-    address_to_take = _reserved_address(claim)
-    reserved = address_to_take is not None
-    while True:
-        from_annotation = address_to_take is not None and address_to_take == _reserved_address(claim)
-        if address_to_take is None or pool.entry_of(address_to_take) is None:
-            from_annotation = False
-            address_to_take = candidates.next()
-            if address_to_take is None:
-                if indexed is not None:  # a claim that holds no address has no key
-                    hint(None)
-                # Only a change of the pool can free an address (or the one asked for): the claim waits on it.
-                waits_on = [pool_ref] if candidates.error in (EXHAUSTED, REQUESTED_NOT_AVAILABLE) else []
-                return Allocation(write_status(None, candidates.error, None), error=candidates.error,
-                                  waits_on=waits_on)
-            if indexed != address_to_take and not hint(address_to_take) and candidates.losses == 0:
-                address_to_take = candidates.spread_from(address_to_take)
-            if not reserved:  # once: racing claimers lose many candidates, and each loss must stay cheap
-                try:
-                    _reserve(store, claim, address_to_take, dry_run)
-                    reserved = True
-                except Conflict:  # the claim moved: look again at what it now says
-                    claim.obj = store.get(claim.ref)
-                    if claim.obj["metadata"].get("deletionTimestamp"):
-                        return Allocation(claim.obj)
-                    address_to_take = _reserved_address(claim)
-                    reserved = address_to_take is not None
-                    continue
-        # Once reserved here, the address is the claim's own: another reconcile of the claim may have created it
-        # meanwhile, and it is then this claim's, not lost.
-        taken = _take(store, pool_obj, pool, claim, address_to_take,
-                      from_annotation or address_to_take == _reserved_address(claim), dry_run)
-        if taken:
-            break
-        candidates.lost(address_to_take)
-        address_to_take = None
-    if _reserved_address(claim) != taken["spec"]["address"]:
-        kept = _name_taken(store, claim, pool, claim.pool.namespace, taken, candidates.lost_addresses, dry_run)
-        if kept is None:
-            return Allocation(None, released=True, changed=True)
-        taken = kept
-    candidates.done()
+        return Allocation(write_status(held, None, None), address=held, changed=outcome.adopted)
+    addresses.picks().done()
+    view = addresses.view
     if view is not None and not dry_run:
-        view.put(taken)  # the claimer's next allocation must not wait for the watch to see this one
-    if indexed != taken["spec"]["address"] and (view is None or not view.kept):
+        view.put(held)  # the claimer's next allocation must not wait for the watch to see this one
+    if addresses.indexed != address and (view is None or not view.kept):
         # Whatever the pool's version: the index must catch up with what is taken, or the claimers that read
         # it next all lose this address before they find the next free one. A claimer that runs once (a
         # module's run, an operator's role) records its address there after taking it, for the pool's users;
         # one that follows the pool live leaves the index to the pool's reconcile, and no shared object is
         # written on its way.
-        _record(store, claim.pool, {claim.name: taken["spec"]["address"]}, dry_run)
-    return Allocation(write_status(taken, None, None), address=taken, changed=True)
+        _record(store, claim.pool, {claim.name: address}, dry_run)
+    return Allocation(write_status(held, None, None), address=held, changed=True)
 
 
 def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:

@@ -31,10 +31,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.validation import validate
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
-    AlreadyExists,
     Conflict,
     Invalid,
-    TooManyConflicts,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
@@ -52,12 +50,21 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation i
     IPAM_API,
     POOL_EXHAUSTED,
     POOL_LABEL,
-    TAKE_ATTEMPTS,
     WAITING_REQUEUE,
     label_value,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Network
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.reservation import (
+    Claimer,
+    Marking,
+    Moved,
+    Restart,
+    State,
+    mark_claim,
+    reserve,
+    restarting,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
     release_finalized,
@@ -328,34 +335,6 @@ def _release_gone(store: Store, prefixes: list[Object], claims: dict[str, Object
     return released
 
 
-def _adopt(store: Store, claim: Object, pool_ref: Ref, dry_run: bool) -> Object | None:
-    """The IPPrefix a claim owns although its annotation does not lead to it, kept as its own (the one its status
-    names, else the first of its pool by name); every other one it owns goes, so that it never holds two. That is what a
-    reconcile leaves that moved to another prefix while another reconcile of the claim took the first, or a claim
-    whose pool was changed."""
-    owned = sorted(_claim_prefixes(store, claim), key=lambda p: p["metadata"]["name"])
-    mine = [p for p in owned if p["spec"]["pool"]["name"] == pool_ref.name]
-    kept = next((p for p in mine if p["spec"]["prefix"] == _status_prefix(claim)), mine[0] if mine else None)
-    released = [extra for extra in owned if extra is not kept and _release(store, extra, dry_run)]
-    for pool_name in {p["spec"]["pool"]["name"] for p in released}:
-        _recount(store, Ref(PREFIX_API, POOL_KIND, pool_name, pool_ref.namespace), dry_run)
-    return kept
-
-
-def _reserve(store: Store, claim: Object, prefix: str, dry_run: bool) -> Object:
-    """The claim naming ``prefix`` (and with its finalizer), written before its IPPrefix is created: checked against
-    the claim as read, so Conflict when another reconcile moved it."""
-    metadata = claim["metadata"]
-    finalizers = metadata.get("finalizers") or []
-    if _annotation(claim) == prefix and PREFIX_CLAIM_FINALIZER in finalizers:
-        return claim
-    obj = clone(claim)
-    obj["metadata"]["annotations"] = {**(metadata.get("annotations") or {}), PREFIX_ANNOTATION: prefix}
-    if PREFIX_CLAIM_FINALIZER not in finalizers:
-        obj["metadata"]["finalizers"] = [*finalizers, PREFIX_CLAIM_FINALIZER]
-    return claim if dry_run else store.update(obj)
-
-
 def _prefix_object(pool: PrefixPool, claim: Object, prefix: str) -> Object:
     claim_name = claim["metadata"]["name"]
     return {
@@ -368,48 +347,103 @@ def _prefix_object(pool: PrefixPool, claim: Object, prefix: str) -> Object:
     }
 
 
-class _Restart(Exception):
-    """Another reconcile of the claim moved it: start over from the claim as it now is."""
+class _Prefixes(Claimer[Object, str]):
+    """A claim's prefix, as the reservation protocol (store/reservation.py) takes it: the claim names each prefix in
+    PREFIX_ANNOTATION before its IPPrefix is created (and again, a no-op, on every run that finds it held), and a
+    run whose mark meets another run's starts over from the claim as it now is. Its status is written by
+    ``_settle``, checked against the claim as last marked."""
 
+    marking = Marking.EACH
+    moved = Moved.RESTART
 
-def _take(store: Store, claim: Object, pool_obj: Object, pool: PrefixPool,
-          dry_run: bool) -> tuple[Object, Object | None]:
-    """Reserve and create the lowest free prefix, then the next ones while others win them: (the claim as last
-    written, the IPPrefix taken, or None when the pool has no free prefix)."""
-    named = _annotation(claim)
-    candidate = named if named and pool.holds(named) else None  # an earlier reconcile's reservation goes first
-    lost: set[str] = set()
-    vanished = 0
-    swept = False
-    while True:
-        if candidate is None:
-            listed = _pool_prefixes(store, pool_obj)
-            taken = itertools.chain((p["spec"].get("prefix", "") for p in listed), lost)
-            free = list(itertools.islice(pool.free(taken), HERD_WINDOW))
-            if not free and not swept:
+    def __init__(self, store: Store, claim: Object, pool_ref: Ref, pool_obj: Object | None, pool: PrefixPool | None,
+                 dry_run: bool) -> None:
+        self.store, self.claim, self.pool_ref, self.pool_obj, self.pool = store, claim, pool_ref, pool_obj, pool
+        self.dry_run = dry_run
+        self.waiting: tuple[str, str] = ("", "")  # why PREPARE refused: (reason, message)
+        self.taken: set[str] = set()  # the candidates lost to other claims
+        self.swept = False
+
+    def marker(self) -> str | None:
+        return _annotation(self.claim)
+
+    def held(self) -> Object | None:
+        return _held(self.store, self.claim, self.pool_ref)
+
+    def may_own(self) -> bool:
+        return bool(_annotation(self.claim) or _status_prefix(self.claim))
+
+    def owned(self) -> list[Object]:
+        return sorted(_claim_prefixes(self.store, self.claim), key=lambda p: p["metadata"]["name"])
+
+    def keepable(self, obj: Object) -> bool:
+        return bool(obj["spec"]["pool"]["name"] == self.pool_ref.name)
+
+    def reported(self, obj: Object) -> bool:
+        return bool(obj["spec"]["prefix"] == _status_prefix(self.claim))
+
+    def release(self, obj: Object) -> bool:
+        return _release(self.store, obj, self.dry_run)
+
+    def released(self, objs: list[Object]) -> None:
+        for pool_name in {p["spec"]["pool"]["name"] for p in objs}:
+            _recount(self.store, Ref(PREFIX_API, POOL_KIND, pool_name, self.pool_ref.namespace), self.dry_run)
+
+    def mark(self, candidate: str) -> None:
+        self.claim = mark_claim(self.store, self.claim, PREFIX_ANNOTATION, candidate, PREFIX_CLAIM_FINALIZER,
+                                self.dry_run)
+
+    def prepare(self) -> bool:
+        """The pool is there and not being deleted (else the claim waits on it), and carries its finalizer."""
+        where = f"{POOL_KIND} {self.pool_ref.namespace}/{self.pool_ref.name}"
+        if self.pool_obj is None or self.pool is None:
+            self.waiting = (POOL_NOT_FOUND, f"{where} not found")
+            return False
+        if self.pool_obj["metadata"].get("deletionTimestamp"):
+            self.waiting = (POOL_DELETING, f"{where} is being deleted")
+            return False
+        if PREFIX_POOL_FINALIZER not in (self.pool_obj["metadata"].get("finalizers") or []):
+            self.pool_obj = ensure_finalizer(self.store, self.pool_ref, PREFIX_POOL_FINALIZER, self.dry_run)
+        return True
+
+    def valid(self, candidate: str) -> bool:
+        return self.pool is not None and self.pool.holds(candidate)
+
+    def next(self) -> str | None:
+        """The lowest free prefix; after a loss, one at random among the next HERD_WINDOW free ones."""
+        if self.pool_obj is None or self.pool is None:
+            return None
+        while True:
+            listed = _pool_prefixes(self.store, self.pool_obj)
+            taken = itertools.chain((p["spec"].get("prefix", "") for p in listed), self.taken)
+            free = list(itertools.islice(self.pool.free(taken), HERD_WINDOW))
+            if not free and not self.swept:
                 # Before saying the pool is exhausted, once: the prefixes of claims gone with no reconcile of their
                 # own (a finalizer stripped) go back, which would otherwise wait for the pool's own reconcile.
-                swept = True
-                if _release_gone(store, listed, _claims(store, pool_obj["metadata"]["namespace"]), dry_run):
+                self.swept = True
+                if _release_gone(self.store, listed, _claims(self.store, self.pool_obj["metadata"]["namespace"]),
+                                 self.dry_run):
                     continue
             if not free:
-                return claim, None
-            candidate = random.choice(free) if lost else free[0]
-        try:
-            claim = _reserve(store, claim, candidate, dry_run)
-        except Conflict:
-            raise _Restart() from None
-        try:
-            return claim, store.create(_prefix_object(pool, claim, candidate), dry_run=dry_run)
-        except AlreadyExists:
-            existing = store.get_if_exists(_prefix_ref(Ref.of(pool_obj), candidate))
-        if existing is not None and _owned(existing, claim):
-            return claim, existing  # another reconcile of this claim took it: this claim's all the same
-        if existing is None and vanished < TAKE_ATTEMPTS:
-            vanished += 1  # released between the create and the read: free again
-            continue
-        lost.add(candidate)
-        candidate = None
+                return None
+            return random.choice(free) if self.taken else free[0]
+
+    def take(self, candidate: str) -> Object:
+        if self.pool is None:
+            raise RuntimeError("TAKE before PREPARE")
+        return self.store.create(_prefix_object(self.pool, self.claim, candidate), dry_run=self.dry_run)
+
+    def lookup(self, candidate: str) -> Object | None:
+        return self.store.get_if_exists(_prefix_ref(self.pool_ref, candidate))
+
+    def owns(self, obj: Object) -> bool:
+        return _owned(obj, self.claim)
+
+    def lost(self, candidate: str) -> None:
+        self.taken.add(candidate)
+
+    def value(self, obj: Object) -> str:
+        return str(obj["spec"]["prefix"])
 
 
 def _settle(store: Store, claim: Object, held: Object, changed: bool, dry_run: bool) -> PrefixAllocation:
@@ -437,7 +471,7 @@ def _settle(store: Store, claim: Object, held: Object, changed: bool, dry_run: b
             current = store.get_if_exists(ref)
             if current is None or current["metadata"].get("deletionTimestamp") or _annotation(current) != prefix:
                 _release(store, held, dry_run)
-                raise _Restart() from None
+                raise Restart() from None
             claim = current
             raise
 
@@ -477,36 +511,24 @@ def _release_claim(store: Store, claim: Object, dry_run: bool) -> PrefixAllocati
 def _step(store: Store, claim: Object, pool_ref: Ref, dry_run: bool) -> PrefixAllocation:
     pool_obj = store.get_if_exists(pool_ref)
     pool = parse_prefix_pool(pool_obj) if pool_obj is not None else None  # bad input says so before any write
-    held = _held(store, claim, pool_ref)
-    adopted = False
-    if held is None and (_annotation(claim) or _status_prefix(claim)):
-        held = _adopt(store, claim, pool_ref, dry_run)
-        adopted = held is not None
-    if held is not None:
-        try:
-            claim = _reserve(store, claim, held["spec"]["prefix"], dry_run)  # the annotation leads to it again
-        except Conflict:
-            raise _Restart() from None
-        return _settle(store, claim, held, adopted, dry_run)
-    where = f"{POOL_KIND} {pool_ref.namespace}/{pool_ref.name}"
-    if pool_obj is None or pool is None:
-        return _wait(store, claim, POOL_NOT_FOUND, f"{where} not found", [pool_ref], dry_run)
-    if pool_obj["metadata"].get("deletionTimestamp"):
-        return _wait(store, claim, POOL_DELETING, f"{where} is being deleted", [pool_ref], dry_run)
-    if PREFIX_POOL_FINALIZER not in (pool_obj["metadata"].get("finalizers") or []):
-        pool_obj = ensure_finalizer(store, pool_ref, PREFIX_POOL_FINALIZER, dry_run)
-    claim, taken = _take(store, claim, pool_obj, pool, dry_run)
-    if taken is None:
-        message = f"{where} has no free /{pool.length} left: all {pool.size} are taken"
-        return _wait(store, claim, PREFIX_POOL_EXHAUSTED, message, [pool_ref], dry_run)
-    return _settle(store, claim, taken, True, dry_run)
+    prefixes = _Prefixes(store, claim, pool_ref, pool_obj, pool, dry_run)
+    outcome = reserve(prefixes)
+    if outcome.state is State.REFUSED:
+        reason, message = prefixes.waiting
+        return _wait(store, prefixes.claim, reason, message, [pool_ref], dry_run)
+    if outcome.state is State.EXHAUSTED and pool is not None:
+        message = (f"{POOL_KIND} {pool_ref.namespace}/{pool_ref.name} has no free /{pool.length} left: all "
+                   f"{pool.size} are taken")
+        return _wait(store, prefixes.claim, PREFIX_POOL_EXHAUSTED, message, [pool_ref], dry_run)
+    changed = outcome.state is State.TAKEN or outcome.adopted
+    return _settle(store, prefixes.claim, outcome.holding(), changed, dry_run)
 
 
 def reconcile_prefix_claim(store: Store, ref: Ref, dry_run: bool = False) -> PrefixAllocation:
     """Bring an IPPrefixClaim to its prefix (the one it holds, else the lowest free one of its pool), or wait with
     the reason in its Ready condition; deleted, give its prefix back. Invalid, naming the field, for a claim whose
     pool name is none or a pool that cannot work, before anything is written."""
-    for _attempt in range(RESTARTS):
+    def attempt() -> PrefixAllocation:
         claim = store.get_if_exists(ref)
         if claim is None:
             return PrefixAllocation(None, released=True)
@@ -514,12 +536,9 @@ def reconcile_prefix_claim(store: Store, ref: Ref, dry_run: bool = False) -> Pre
             return PrefixAllocation(claim, message="paused")
         if claim["metadata"].get("deletionTimestamp"):
             return _release_claim(store, claim, dry_run)
-        pool_ref = _pool_ref(claim)
-        try:
-            return _step(store, claim, pool_ref, dry_run)
-        except _Restart:
-            continue
-    raise TooManyConflicts(f"{ref}: other reconciles of the claim kept moving it ({RESTARTS} attempts)")
+        return _step(store, claim, _pool_ref(claim), dry_run)
+
+    return restarting(attempt, RESTARTS, str(ref))
 
 
 # -- pool reconcile and admission --------------------------------------------------------------------------------
