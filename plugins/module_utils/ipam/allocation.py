@@ -637,8 +637,23 @@ class _Addresses(Claimer[Object, str]):
                 self._hint(None)
             return None
         if self.indexed != address and not self._hint(address) and candidates.losses == 0:
-            address = candidates.spread_from(address)
+            address = self._picked_meanwhile() or candidates.spread_from(address)
         return address
+
+    def _picked_meanwhile(self) -> str | None:
+        """The address another reconcile of this same claim wrote into the index since this one read it (its
+        hint lost to that write): taken up, not raced. Spreading away from it, as from a herd of other claims,
+        could leave the claim a later address than its first free one when its own reconciles raced. None when
+        the write was another claim's."""
+        try:
+            fresh = self.store.get(self.pool_ref)
+        except NotFound:
+            return None
+        picked = _allocations(fresh).get(self.claim.name)
+        if picked is None or picked == self.indexed or not self.valid(picked):
+            return None
+        self.indexed = picked
+        return picked
 
     def picks(self) -> _Candidates:
         """The candidates PREPARE set up."""
