@@ -33,6 +33,7 @@ from metal3_operator.cache import Cache  # noqa: E402
 from metal3_operator.controller import Controller  # noqa: E402
 from metal3_operator.leader import LeaderElector  # noqa: E402
 from metal3_operator.metrics import Metrics, metrics_route, probe, serve  # noqa: E402
+from metal3_operator.prefork import UntestedAnsibleCore, check_ansible_core  # noqa: E402
 from metal3_operator.proxy import Proxy  # noqa: E402
 from metal3_operator.runner import Runner  # noqa: E402
 from metal3_operator.waiters import Waiters  # noqa: E402
@@ -112,6 +113,10 @@ def _namespace(explicit: str | None) -> str:
 class Manager:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        if not args.no_prefork:
+            # The prefork server resets ansible-core's internals: an untested ansible-core stops the operator here,
+            # before anything starts, rather than fork runs that inherit another's state.
+            check_ansible_core()
         self.watches = load(args.watches_file)
         self.api = _api_client(args.kubeconfig)
         self.metrics = Metrics()
@@ -251,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: manager.stop.set())
         return manager.run()
-    except (WatchesError, ValueError, OSError, config.ConfigException, Metal3Error) as e:
+    except (WatchesError, ValueError, OSError, config.ConfigException, Metal3Error, UntestedAnsibleCore) as e:
         print(f"metal3_operator: {e}", file=sys.stderr)
         return 2
     finally:

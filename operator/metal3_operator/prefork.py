@@ -13,8 +13,10 @@ the child starts the real ansible-playbook, which is slower and otherwise the sa
 The server is single-threaded (forking a threaded process is unsafe) and exits when its standard input, a pipe
 from the operator, closes.
 
-Resetting ansible-playbook's per-process state between forks (``_run``) and rebinding ansible-runner's event
-callback reach into internals of both: their versions are pinned exactly (operator/requirements.txt says why).
+Resetting ansible-playbook's per-process state between forks (``_reset_run_state``) and rebinding ansible-runner's
+event callback reach into internals of both: their versions are pinned exactly (operator/requirements.txt says why),
+and the server (and the operator, before it starts one) refuses an ansible-core outside TESTED_ANSIBLE_CORE
+(``check_ansible_core``) rather than fork runs that would inherit the previous run's command line or vault secrets.
 """
 from __future__ import annotations
 
@@ -36,9 +38,50 @@ import traceback
 import warnings
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 # Set per run by ansible-runner and read only while the run goes (by its event callback), never at import.
 PER_RUN_ENV = frozenset({"AWX_ISOLATED_DATA_DIR", "PWD", "OLDPWD"})
 MAX_REQUEST = 1 << 20
+# The ansible-core releases whose private per-process state _reset_run_state is tested to reset: the lowest and the
+# highest, both included (operator/requirements.txt pins the one the tests run). Widen an edge only once
+# tests/operator/test_runner.py passes on the release at that edge. The collection's own requirement
+# (meta/runtime.yml) is wider: its modules and roles use no internals.
+TESTED_ANSIBLE_CORE = ("2.19.14", "2.19.14")
+
+
+class UntestedAnsibleCore(RuntimeError):
+    """The installed ansible-core is not one the prefork server is tested with."""
+
+
+def tested_ansible_core() -> str:
+    low, high = TESTED_ANSIBLE_CORE
+    return low if low == high else f"{low} to {high}"
+
+
+def installed_ansible_core() -> str:
+    """The version of the ansible-core this Python imports."""
+    from ansible.release import __version__
+
+    return str(__version__)
+
+
+def check_ansible_core(found: str | None = None) -> str:
+    """The installed ansible-core's version (or ``found``), if it is within TESTED_ANSIBLE_CORE; else
+    UntestedAnsibleCore, naming both. A pre-release or post-release of an edge is outside it."""
+    found = installed_ansible_core() if found is None else found
+    low, high = (Version(edge) for edge in TESTED_ANSIBLE_CORE)
+    try:
+        inside = low <= Version(found) <= high
+    except InvalidVersion:
+        inside = False
+    if not inside:
+        raise UntestedAnsibleCore(
+            f"ansible-core {found} is installed, and the prefork server is tested with ansible-core "
+            f"{tested_ansible_core()} only: it resets ansible-playbook's private per-process state between runs, "
+            f"which another release may keep elsewhere. Install ansible-core {tested_ansible_core()} "
+            "(operator/requirements.txt), or start the operator with --no-prefork")
+    return found
 
 
 def _ansible_env(env: dict[str, str]) -> dict[str, str]:
@@ -211,20 +254,9 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     # The warm-up configured the collection loader already, for the same paths: that is the point.
     warnings.filterwarnings("ignore", message="AnsibleCollectionFinder has already been configured")
     sys.argv = argv
-    from ansible import context
     from ansible.cli.playbook import main
-    from ansible.parsing.vault import VaultSecretsContext
-    from ansible.utils import vars as ansible_vars
-    from ansible.utils.context_objects import CLIArgs, GlobalCLIArgs
 
-    # What a run sets once per process (its parsed command line, the variables made from it - ansible_verbosity,
-    # ansible_check_mode... - and its extra vars, its vault secrets) is the warm-up's until reset: each run sets
-    # its own.
-    GlobalCLIArgs._Singleton__instance = None
-    context.CLIARGS = CLIArgs({})
-    ansible_vars.load_options_vars.__dict__.pop("options_vars", None)
-    ansible_vars.load_extra_vars.__dict__.pop("extra_vars", None)
-    VaultSecretsContext._current = None
+    _reset_run_state()
     _rebind_runner_events(event_modules)
 
     try:
@@ -233,6 +265,22 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     _report(conn, rc)
+
+
+def _reset_run_state() -> None:
+    """What a run sets once per process (its parsed command line, the variables made from it - ansible_verbosity,
+    ansible_check_mode... - and its extra vars, its vault secrets) is the warm-up's until reset: each run sets its
+    own. These are ansible-core's internals, as TESTED_ANSIBLE_CORE has them (the server checked it at start)."""
+    from ansible import context
+    from ansible.parsing.vault import VaultSecretsContext
+    from ansible.utils import vars as ansible_vars
+    from ansible.utils.context_objects import CLIArgs, GlobalCLIArgs
+
+    GlobalCLIArgs._Singleton__instance = None
+    context.CLIARGS = CLIArgs({})
+    ansible_vars.load_options_vars.__dict__.pop("options_vars", None)
+    ansible_vars.load_extra_vars.__dict__.pop("extra_vars", None)
+    VaultSecretsContext._current = None
 
 
 def _report(conn: socket.socket, rc: int) -> None:
@@ -259,10 +307,16 @@ def _rebind_runner_events(modules: list[Any]) -> None:
         module.event_context.cache = module.IsolatedFileWrite()
 
 
-def main() -> None:
+def main() -> int:
     socket_path, ansible_playbook, *preload = sys.argv[1:]
+    try:
+        check_ansible_core()
+    except UntestedAnsibleCore as e:
+        print(f"prefork: {e}", file=sys.stderr, flush=True)
+        return 2
     Server(socket_path, ansible_playbook, preload).serve()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

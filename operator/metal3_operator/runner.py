@@ -24,6 +24,7 @@ import ansible_runner
 import ptyprocess
 import yaml
 
+from metal3_operator.prefork import check_ansible_core
 from metal3_operator.watches import Watch, WatchesError, parse_duration
 
 log = logging.getLogger("metal3_operator.runner")
@@ -119,6 +120,8 @@ class Runner:
     """Runs roles for the controllers; owns the prefork server and the runner directory."""
 
     def __init__(self, runner_dir: Path, envvars: dict[str, str] | None = None, prefork: bool = True) -> None:
+        if prefork:
+            check_ansible_core()  # UntestedAnsibleCore before anything is started or written
         patch_pty_close()
         for plugin in UNUSED_RUNNER_PLUGINS:
             ansible_runner.plugins.pop(plugin, None)
