@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)/operator$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: all venv collection generate kube-binaries test unit store integration sanity lint changelog \
-        cluster cluster-down clean demo demo-clean molecule operator docs
+        cluster cluster-down clean demo demo-clean molecule operator docs ansible-lint galaxy-import
 
 all: test
 
@@ -61,7 +61,7 @@ lab-images:
 test: venv collection kube-binaries cloud-init ansible-operator nftables
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
-	$(MAKE) --no-print-directory molecule lint sanity docs DOCS_STRICT=1
+	$(MAKE) --no-print-directory molecule lint sanity ansible-lint galaxy-import docs DOCS_STRICT=1
 
 # One scenario per role, on localhost (delegated driver), each with a throwaway store.
 molecule: venv collection
@@ -84,6 +84,36 @@ lint: venv collection
 	cd $(COLLECTIONS) && $(CURDIR)/$(BIN)/mypy -p ansible_collections.metal3.baremetal.plugins.module_utils
 	$(BIN)/mypy -p metal3_operator
 	$(BIN)/antsibull-changelog lint
+
+# ansible-lint with the production profile, as Galaxy and Automation Hub run it: over roles, playbooks, extensions
+# (molecule), examples and meta. What it looks at and the rules skipped where they are wrong for this collection,
+# each with its reason: .ansible-lint, .ansible-lint-ignore and inline noqa comments.
+ansible-lint: venv collection
+	$(BIN)/ansible-lint --nocolor
+
+# galaxy-importer, the checks Galaxy and Automation Hub run on an uploaded collection, on the tarball
+# `ansible-galaxy collection build` makes: metadata (galaxy.yml, meta/runtime.yml, Automation Hub's required
+# tags), every plugin's documentation through ansible-doc, the roles' READMEs, the changelog, the execution
+# environment's files. Configured by its environment variables (GALAXY_IMPORTER_*, which win over any
+# galaxy-importer.cfg) to run here, with no container engine: its ansible-test step is off (it runs ansible-test
+# sanity in a container; `make sanity` runs it locally), and so is its ansible-lint step, which `make ansible-lint`
+# runs over the same content with the same profile (the importer's gives up after 180 s of wall time, which a busy
+# 2-core machine exceeds, and would lint a second time). The importer exits 0 on warnings: here any line it logs as
+# a WARNING or an ERROR fails the target (its log is build/galaxy/importer.log).
+GALAXY_DIR := build/galaxy
+GALAXY_IMPORTER_ENV := GALAXY_IMPORTER_RUN_ANSIBLE_TEST=false GALAXY_IMPORTER_ANSIBLE_TEST_LOCAL_IMAGE=false \
+  GALAXY_IMPORTER_LOCAL_IMAGE_DOCKER=false GALAXY_IMPORTER_RUN_ANSIBLE_LINT=false \
+  GALAXY_IMPORTER_CHECK_REQUIRED_TAGS=true GALAXY_IMPORTER_RUN_ANSIBLE_DOC=true GALAXY_IMPORTER_CHECK_CHANGELOG=true \
+  GALAXY_IMPORTER_TMP_ROOT_DIR=$(CURDIR)/$(GALAXY_DIR)/tmp GALAXY_IMPORTER_ANSIBLE_LOCAL_TMP=$(CURDIR)/$(GALAXY_DIR)/tmp
+galaxy-import: venv
+	rm -rf $(GALAXY_DIR) && mkdir -p $(GALAXY_DIR)/tmp
+	$(BIN)/ansible-galaxy collection build --output-path $(GALAXY_DIR) .
+	@cd $(GALAXY_DIR) && status=0 && \
+	  env $(GALAXY_IMPORTER_ENV) $(CURDIR)/$(BIN)/python -m galaxy_importer.main metal3-baremetal-*.tar.gz \
+	    > importer.log || status=$$?; \
+	  cat importer.log; \
+	  if [ $$status != 0 ] || grep -q -E '^(WARNING|ERROR)' importer.log; then \
+	    echo "galaxy-importer refused the collection or warned (build/galaxy/importer.log)"; exit 1; fi
 
 # ansible-test wants the collection at a real ansible_collections/metal3/baremetal path, outside this
 # repo's ignored build/ (it lists content with git): a throwaway copy of the tracked and new files.
