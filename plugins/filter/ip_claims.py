@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: ip_claims
 short_description: One IP claim per network device of each requester
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Expands requesters (machines, hosts) into the options of one M(metal3.baremetal.ip_claim) per network

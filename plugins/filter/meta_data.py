@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: meta_data
 short_description: Render a Metal3DataTemplate metaData into cloud-init meta_data
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Renders the C(metaData) of a Metal3DataTemplate as CAPM3 does, into a flat map of strings - strings,

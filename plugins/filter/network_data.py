@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: network_data
 short_description: Render a Metal3DataTemplate networkData into OpenStack network_data.json
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Renders the C(networkData) of a Metal3DataTemplate as CAPM3 does - links (ethernets, bonds, vlans),

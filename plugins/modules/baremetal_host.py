@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: baremetal_host
 short_description: Reconcile BareMetalHosts against Ironic, one step or until they reach a state
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Drives C(metal3.io) BareMetalHosts through baremetal-operator's state machine against Ironic, with upstream's

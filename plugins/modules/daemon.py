@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: daemon
 short_description: Run a command as a supervised background process, where systemd does not run
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Starts a command detached from Ansible, in its own session, with its output in a log file and its pid in a

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: hostclaim
 short_description: Reconcile HostClaims - bind a BareMetalHost a policy admits, provision it, release it
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Runs the HostClaim flow (C(metal3.io/v1alpha1), baremetal-operator's kind) for each selected claim - bind a free

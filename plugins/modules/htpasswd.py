@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: htpasswd
 short_description: Keep one user's bcrypt entry in an htpasswd file
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Writes C(user:bcrypt(password)) into an htpasswd file (created mode 0600), unless the file already holds that

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: ip_claim
 short_description: Claim an IP address from an IPPool, or release it
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Creates an C(ipam.metal3.io) IPClaim and allocates its address as the Metal3 IP address manager does

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: ip_pool
 short_description: Create, update, refresh or delete an IPPool
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Puts an C(ipam.metal3.io) IPPool into the store, with the checks upstream's webhook makes (entries by

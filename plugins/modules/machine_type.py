@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: machine_type
 short_description: Create, update, refresh or delete a MachineType, and list the hosts that fit it
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - A C(metal3.io) MachineType (metal-stack's size) is a named set of hardware constraints - C(cores),

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: machines
 short_description: Keep N Cluster API Machines and their Metal3Machines, spread over failure domains
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - What a KubeadmControlPlane or a MachineDeployment does, for bastions without Cluster API - keeps O(replicas)

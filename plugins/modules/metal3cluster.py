@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: metal3cluster
 short_description: Reconcile a Metal3Cluster - provisioned with its control-plane endpoint, failure domains in status
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - One reconcile step of a Metal3Cluster, as CAPM3's controller - the finalizer,

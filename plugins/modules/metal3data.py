@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: metal3data
 short_description: Reconcile a Metal3DataClaim or a Metal3Data - index, addresses, rendered secrets
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - A Metal3DataClaim gets the Metal3Data with the lowest free index of its Metal3DataTemplate, named

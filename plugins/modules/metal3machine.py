@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: metal3machine
 short_description: Reconcile Metal3Machines - host claim, rendered data, provisioning - one step or until ready
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Runs CAPM3's Metal3Machine flow for each selected Metal3Machine - choose and claim a BareMetalHost (its

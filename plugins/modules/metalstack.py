@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: metalstack
 short_description: Reconcile the metal-stack provider's kinds - clusters with their network and firewall, machines
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - The metal-stack Cluster API provider's model on the collection's own hosts, IPAM and Ironic (there is no

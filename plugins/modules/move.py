@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: move
 short_description: Move one cluster's objects from one store to another (a pivot), as clusterctl move does
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Moves the object graph of the Cluster API cluster O(cluster) in O(namespace) from the store O(source) to the

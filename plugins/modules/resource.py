@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: resource
 short_description: Create, update or delete Metal3 objects in the store
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Puts Kubernetes-style objects (BareMetalHost, IPPool, Metal3DataTemplate, Secret, ...) into the store,

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: resource_info
 short_description: Read Metal3 objects from the store
-version_added: 0.1.0
+version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Reads objects of one kind from the store (the local SQLite file or a Kubernetes cluster), by name or by
