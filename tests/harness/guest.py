@@ -7,7 +7,7 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 LIBVIRT_URI = "qemu:///system"
 
@@ -59,6 +59,15 @@ def wait_for_agent(domain: str, timeout: float) -> None:
             time.sleep(3)
 
 
+def wait_for_cloud_init(domain: str, timeout: float = 600) -> None:
+    """Wait until cloud-init has run all its stages (`cloud-init status --wait`); it fails with the end of the
+    guest's cloud-init output when cloud-init reports an error."""
+    done = execute(domain, ["/usr/bin/cloud-init", "status", "--wait", "--long"], timeout=timeout)
+    if done.rc != 0:
+        log = execute(domain, ["/usr/bin/tail", "-n", "80", "/var/log/cloud-init-output.log"])
+        raise AssertionError(f"cloud-init in {domain}: {done.out}{done.err}\n{log.out}")
+
+
 @dataclass
 class GuestNetwork:
     """The guest's network as `ip -j` and the bonding driver show it."""
@@ -84,3 +93,20 @@ def network(domain: str) -> GuestNetwork:
     routes = json.loads(execute(domain, ["/sbin/ip", "-j", "-4", "route", "show", "default"]).out or "[]")
     gateway = routes[0].get("gateway") if routes else None
     return GuestNetwork(hostname, addresses, bonds, gateway, links)
+
+
+def settled_network(domain: str, settled: Callable[[GuestNetwork], bool], timeout: float = 300) -> GuestNetwork:
+    """The guest's network once cloud-init is done and `settled` holds of it: systemd-networkd makes bonds and
+    VLANs as their links appear, after the agent answers and possibly after cloud-init's last stage. Past the
+    timeout, the last network seen (the caller's assertions then say what differs), after printing what
+    networkd says of each link."""
+    wait_for_cloud_init(domain)
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = network(domain)
+        if settled(seen):
+            return seen
+        if time.monotonic() > deadline:
+            print(f"{domain}: networkctl says\n{execute(domain, ['/usr/bin/networkctl', 'list']).out}")
+            return seen
+        time.sleep(5)

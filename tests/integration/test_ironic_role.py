@@ -2,6 +2,7 @@
 naming that process, and nothing is started; Ironic's database and logs are its user's only."""
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
@@ -132,3 +133,15 @@ def test_the_database_and_the_logs_of_ironic_are_private(ironic):
     assert {"ironic.sqlite", "metal3-ironic.log", "metal3-ironic-http.log"} <= names, names
     modes = {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in files}
     assert modes == dict.fromkeys(names, "0o600")
+
+
+def test_metadata_cleaning_erases_metadata_only_and_the_agent_stays_up_after_inspection(ironic):
+    """automatedCleaningMode metadata means what it means with Metal3's Ironic (ironic-image's ironic.conf):
+    automated cleaning runs the agent's erase_devices_metadata and never erase_devices (a whole-disk shred), and
+    with fast track the agent inspection booted stays up for the cleaning and the deployment."""
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(ironic.base_dir / "ironic.conf")
+    assert conf.getboolean("deploy", "fast_track")
+    assert conf.getint("deploy", "erase_devices_metadata_priority") == 10
+    assert conf.getint("deploy", "erase_devices_priority") == 0
+    assert conf.getboolean("inspector", "power_off") is False
