@@ -60,7 +60,7 @@ lab-images:
 # Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint, the docs site.
 test: venv collection kube-binaries cloud-init ansible-operator nftables
 	$(BIN)/python hack/gen-crds.py --check
-	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25 tests
 	$(MAKE) --no-print-directory molecule lint sanity ansible-lint galaxy-import docs DOCS_STRICT=1
 
 # One scenario per role, on localhost (delegated driver), each with a throwaway store.
