@@ -10,8 +10,36 @@ import pytest
 from kubernetes import client
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
+from metal3_operator.manager import main
 from tests.harness.cluster import KubeCluster
 from tests.harness.operator_process import Operator
+
+REPO = Path(__file__).resolve().parents[2]
+# A cluster whose API server never answers: what the operator does before it reaches one.
+UNREACHABLE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+@pytest.fixture
+def operator_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """The operator's main, in-process, run from ``tmp_path`` (its runner directory ``tmp_path/runner``) with this
+    repo's roles and operator/watches.yaml, no metrics or health ports, against a cluster that never answers
+    unless ``kubeconfig`` names another; later flags win over these."""
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text(UNREACHABLE_KUBECONFIG)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))  # where the roles are
+
+    def run(*flags: str, kubeconfig: Path = unreachable) -> int:
+        return main(["--watches-file", str(REPO / "operator" / "watches.yaml"), "--kubeconfig", str(kubeconfig),
+                     "--runner-dir", str(tmp_path / "runner"), "--metrics-bind-address", "0",
+                     "--health-probe-bind-address", "0", *flags])
+    return run
 
 
 @pytest.fixture

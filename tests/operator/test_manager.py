@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metal3_operator.manager import main, verbosity_for, workers_for
+from metal3_operator.manager import verbosity_for, workers_for
 from metal3_operator.watches import Watch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,15 +50,6 @@ def test_a_bad_value_is_an_error_naming_the_variable(monkeypatch, name, value, s
         setting(CLAIM, 1)
 
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
-
-
 @pytest.mark.parametrize("arguments, environment, message", [
     (["--reconcile-period", "soon"], {}, "--reconcile-period: 'soon' is not a duration"),
     (["--graceful-shutdown-timeout", "1 minute"], {}, "--graceful-shutdown-timeout: '1 minute' is not a duration"),
@@ -69,43 +60,27 @@ current-context: c
     (["--watches-file", "missing.yaml"], {}, "cannot read missing.yaml"),
 ])
 def test_a_bad_setting_stops_the_operator_before_it_starts_anything(
-        tmp_path, monkeypatch, capsys, arguments, environment, message):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(KUBECONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))  # where the roles are
+        operator_main, tmp_path, monkeypatch, capsys, arguments, environment, message):
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    runner_dir = tmp_path / "runner"
-    argv = ["--watches-file", str(REPO / "operator" / "watches.yaml"), "--kubeconfig", str(kubeconfig),
-            "--runner-dir", str(runner_dir), *arguments]
-    assert main(argv) == 2
+    assert operator_main(*arguments) == 2
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: ") and message in err and "Traceback" not in err
-    assert not runner_dir.exists()  # no runner, no prefork server
+    assert not (tmp_path / "runner").exists()  # no runner, no prefork server
 
 
-def _main(tmp_path, monkeypatch, kubeconfig, watches):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))
-    return main(["--watches-file", str(watches), "--kubeconfig", str(kubeconfig), "--runner-dir",
-                 str(tmp_path / "runner"), "--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
-
-
-def test_an_unreachable_cluster_is_a_message_not_a_traceback(tmp_path, monkeypatch, capsys):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(KUBECONFIG)
-    assert _main(tmp_path, monkeypatch, kubeconfig, REPO / "operator" / "watches.yaml") == 2
+def test_an_unreachable_cluster_is_a_message_not_a_traceback(operator_main, capsys):
+    assert operator_main() == 2
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: cannot reach the Kubernetes API at https://127.0.0.1:1") and \
         "Traceback" not in err
 
 
 @pytest.mark.kubernetes
-def test_a_kind_the_cluster_does_not_serve_is_named(kube_cluster, tmp_path, monkeypatch, capsys):
+def test_a_kind_the_cluster_does_not_serve_is_named(operator_main, kube_cluster, tmp_path, capsys):
     watches = tmp_path / "watches.yaml"
     watches.write_text("- {version: v1, group: example.com, kind: Probe, role: metal3.baremetal.ipam_reconcile}\n")
-    assert _main(tmp_path, monkeypatch, kube_cluster.kubeconfig, watches) == 2
+    assert operator_main("--watches-file", str(watches), kubeconfig=kube_cluster.kubeconfig) == 2
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: Probe example.com/v1: the cluster does not serve it") and \
         "Traceback" not in err

@@ -13,18 +13,10 @@ from pathlib import Path
 import pytest
 
 from metal3_operator import prefork
-from metal3_operator.manager import main
 from metal3_operator.prefork import UntestedAnsibleCore, check_ansible_core
 from metal3_operator.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 
 
 @pytest.mark.parametrize("tested, found, inside", [
@@ -68,19 +60,10 @@ def test_the_installed_ansible_core_is_the_pinned_one_and_inside_the_range():
     assert check_ansible_core() == pins["ansible-core"]
 
 
-def _operator(tmp_path, monkeypatch, *flags):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(KUBECONFIG)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(REPO / "build" / "collections"))
-    return main(["--watches-file", str(REPO / "operator" / "watches.yaml"), "--kubeconfig", str(kubeconfig),
-                 "--runner-dir", str(tmp_path / "runner"), "--metrics-bind-address", "0",
-                 "--health-probe-bind-address", "0", *flags])
-
-
-def test_an_untested_ansible_core_stops_the_operator_at_start_with_a_message(tmp_path, monkeypatch, capsys):
+def test_an_untested_ansible_core_stops_the_operator_at_start_with_a_message(
+        operator_main, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(prefork, "installed_ansible_core", lambda: "2.20.1")
-    assert _operator(tmp_path, monkeypatch) == 2
+    assert operator_main() == 2
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: ansible-core 2.20.1 is installed, and the prefork server is tested with "
                           f"ansible-core {prefork.tested_ansible_core()} only")
@@ -88,11 +71,11 @@ def test_an_untested_ansible_core_stops_the_operator_at_start_with_a_message(tmp
     assert not (tmp_path / "runner").exists()  # nothing started, nothing written
 
 
-def test_without_prefork_an_untested_ansible_core_is_no_reason_to_stop(tmp_path, monkeypatch, capsys):
+def test_without_prefork_an_untested_ansible_core_is_no_reason_to_stop(operator_main, monkeypatch, capsys):
     """Without the prefork server nothing touches ansible-core's internals: the operator goes on (here, to find
     the cluster unreachable)."""
     monkeypatch.setattr(prefork, "installed_ansible_core", lambda: "2.20.1")
-    assert _operator(tmp_path, monkeypatch, "--no-prefork") == 2
+    assert operator_main("--no-prefork") == 2
     err = capsys.readouterr().err
     assert err.startswith("metal3_operator: cannot reach the Kubernetes API") and "ansible-core" not in err
 
