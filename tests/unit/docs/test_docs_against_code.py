@@ -128,6 +128,31 @@ def test_the_playbooks_readme_lists_exist():
     assert set(named(table(README.read_text(), "playbook"))) <= set(PLAYBOOKS)
 
 
+# README's requirements: each version it names, and where the version is pinned (the file, and the pin's pattern
+# with the version in its one group).
+REQUIREMENTS = [
+    ("ansible-core", "tested with 2.19.14", "requirements-test.txt", r"^ansible-core==(\S+)$"),
+    ("ansible-core", "2.19, tested", "requirements.txt", r"^ansible-core>=(2\.\d+)\.\d+,<"),
+    ("Python", "tested with 3.11", "pyproject.toml", r'^python_version = "(\S+)"$'),
+    ("Python", "image has 3.12", "execution-environment/execution-environment.yml",
+     r"python_path: /usr/bin/python(\S+)$"),
+    ("Kubernetes", "kube-apiserver v1.34.4", "hack/kube-binaries.sh", r'^KUBE_VERSION="\$\{KUBE_VERSION:-(\S+)\}"$'),
+    ("Kubernetes", "etcd v3.6.5", "hack/kube-binaries.sh", r'^ETCD_VERSION="\$\{ETCD_VERSION:-(\S+)\}"'),
+    ("Ironic", "39.0.0, installed", "roles/ironic/defaults/main.yml", r"^  - ironic==(\S+)$"),
+    ("Ironic", "ironic-python-agent 13.0.0", "hack/lab-images.sh", r"^IPA_VERSION=(\S+)"),
+    ("Ironic", "sushy-tools 2.2.0", "roles/redfish_emulator/defaults/main.yml", r"^  - sushy-tools==(\S+)$"),
+]
+
+
+@pytest.mark.parametrize("row, says, source, pin", REQUIREMENTS, ids=[f"{r[0]}: {r[1]}" for r in REQUIREMENTS])
+def test_readme_requirements_are_the_pinned_versions(row: str, says: str, source: str, pin: str):
+    cells = {cells[0]: cells[1] for cells in table(README.read_text(), "requirement")}
+    assert says in cells[row], f"README's requirements ({row}) no longer say {says!r}: {cells[row]}"
+    pinned = re.findall(pin, (REPO / source).read_text(), re.MULTILINE)
+    assert len(pinned) == 1, f"{source}: no single pin matching {pin}"
+    assert pinned[0] in says, f"README's requirements ({row}) say {says!r}, {source} pins {pinned[0]}"
+
+
 def test_readme_maps_every_docs_page():
     linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)\)", README.read_text()))
     assert linked == {f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")}
