@@ -31,7 +31,7 @@ $(COLLECTION):
 
 collection: $(COLLECTION)
 
-generate: venv
+generate: venv collection
 	$(BIN)/python hack/gen-crds.py
 
 kube-binaries:

@@ -19,6 +19,13 @@ plugins/module_utils/api/types.py - TypedDicts of the kinds the engine works on 
     views a stored object through them with ``cast`` where it reads it; nothing checks them at run time (the
     schema does).
 
+The CRDs repeat the engine's registry of classes of compute (plugins/module_utils/compute/registry.py): the
+``enum`` of the ``kind`` a HostClaim, a Metal3Machine and a Metal3MachineTemplate name (COMPUTE_KIND_ENUMS below,
+in every version) is the registry's kinds, in its order, and HostClaim's status has a property for each class's
+``bound_field``. Generating and ``--check`` both fail first, naming the file, the kind, the version and the schema
+path, when they differ. The registry is imported as the collection (``build/collections``, which ``make
+collection`` links to the repository), as the engine imports it.
+
 Usage: hack/gen-crds.py [--check]
 """
 from __future__ import annotations
@@ -27,11 +34,13 @@ import json
 import keyword
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+COLLECTIONS = ROOT / "build" / "collections"
+REGISTRY = "plugins/module_utils/compute/registry.py"
 API = ROOT / "plugins" / "module_utils" / "api"
 CRDS_TARGET = API / "crds.py"
 TYPES_TARGET = API / "types.py"
@@ -45,6 +54,14 @@ KINDS = (
     ("ipam.metal3.io", "IPClaim"),
     ("ipam.metal3.io", "IPAddress"),
 )
+# (group, kind): the schema paths whose enum is the registry's kinds of compute, in each version of the CRD.
+COMPUTE_KIND_ENUMS = {
+    ("metal3.io", "HostClaim"): ("spec.kind",),
+    ("infrastructure.cluster.x-k8s.io", "Metal3Machine"): ("spec.kind",),
+    ("infrastructure.cluster.x-k8s.io", "Metal3MachineTemplate"): ("spec.template.spec.kind",),
+}
+# The kind, and the schema path, with a property for each class's bound_field (what serves a claim of it).
+BOUND_FIELDS_AT = (("metal3.io", "HostClaim"), "status")
 
 LICENSE = """# Copyright: Contributors to the metal3.baremetal project
 # Apache License 2.0 (see LICENSE)
@@ -87,11 +104,79 @@ def without_descriptions(node: object) -> object:
     return node
 
 
-def read_crds() -> list[dict[str, Any]]:
-    crds: list[dict[str, Any]] = []
-    for path in sorted((ROOT / "config" / "crd").glob("*.yaml")):
-        crds.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
-    return crds
+def read_sources() -> list[tuple[str, dict[str, Any]]]:
+    """Every CRD of config/crd, with its file (relative to the repository)."""
+    return [(str(path.relative_to(ROOT)), doc) for path in sorted((ROOT / "config" / "crd").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def compute_registry() -> tuple[tuple[str, ...], dict[str, str]]:
+    """The kinds of compute the engine's registry serves, in its order, and each one's bound_field."""
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
+    try:
+        from ansible_collections.metal3.baremetal.plugins.module_utils.compute import registry
+    except ModuleNotFoundError as error:
+        raise SystemExit(f"{REGISTRY}: cannot import it from {COLLECTIONS.relative_to(ROOT)} (run `make collection`): "
+                         f"{error}") from None
+    return registry.kinds(), {kind: cls.bound_field for kind, cls in registry.CLASSES.items()}
+
+
+def _schema_at(schema: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """The schema of the field at ``path`` (``spec.kind``) of an object whose schema is ``schema``; None if none."""
+    node: Any = schema
+    for part in path.split("."):
+        node = ((node or {}).get("properties") or {}).get(part)
+    return node if isinstance(node, dict) else None
+
+
+def _listed(values: Sequence[Any]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def registry_problems(sources: list[tuple[str, dict[str, Any]]], kinds: Sequence[str],
+                      bound_fields: Mapping[str, str]) -> list[str]:
+    """Where the CRDs (``sources``: file, CRD) disagree with the registry of classes of compute: its ``kinds``, in
+    its order, and each class's ``bound_fields`` (by kind). Each problem names the file, the kind and version, and
+    the schema path."""
+    status_at, status_path = BOUND_FIELDS_AT
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for file, crd in sources:
+        at = (crd["spec"]["group"], crd["spec"]["names"]["kind"])
+        if at not in COMPUTE_KIND_ENUMS and at != status_at:
+            continue
+        seen.add(at)
+        for version in crd["spec"]["versions"]:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+            where = f"{file}: {at[1]}.{at[0]} {version['name']}"
+            for path in COMPUTE_KIND_ENUMS.get(at, ()):
+                node = _schema_at(schema, path)
+                if node is None:
+                    problems.append(f"{where}: {path}: no such property, whose enum is the compute registry's kinds "
+                                    f"{_listed(kinds)} ({REGISTRY})")
+                    continue
+                enum = list(node.get("enum") or [])
+                if enum == list(kinds):
+                    continue
+                missing = [kind for kind in kinds if kind not in enum]
+                extra = [str(kind) for kind in enum if kind not in kinds]
+                reasons = []
+                if missing:
+                    reasons.append(f"{', '.join(missing)} missing")
+                if extra:
+                    reasons.append(f"{', '.join(extra)} not in the registry")
+                why = "; ".join(reasons) or "in another order"
+                problems.append(f"{where}: {path}: enum {_listed(enum)} is not the compute registry's kinds "
+                                f"{_listed(kinds)} ({why}; {REGISTRY})")
+            if at == status_at:
+                properties = (_schema_at(schema, status_path) or {}).get("properties") or {}
+                problems.extend(f"{where}: {status_path}.{field}: no such property, the bound_field of class {kind} "
+                                f"of the compute registry ({REGISTRY})"
+                                for kind, field in bound_fields.items() if field not in properties)
+    problems.extend(f"config/crd: no CRD of {kind}.{group}, which repeats the compute registry ({REGISTRY})"
+                    for group, kind in sorted({*COMPUTE_KIND_ENUMS, status_at} - seen))
+    return problems
 
 
 def essential(crd: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +287,12 @@ def render_types(crds: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    crds = read_crds()
+    sources = read_sources()
+    problems = registry_problems(sources, *compute_registry())
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
+    crds = [crd for _path, crd in sources]
     stale = []
     for target, text in ((CRDS_TARGET, render_crds(crds)), (TYPES_TARGET, render_types(crds))):
         if "--check" in sys.argv:
