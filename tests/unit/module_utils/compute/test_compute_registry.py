@@ -5,14 +5,20 @@ and libvirt, with the class's driver given to reconcile_host_claim by its kind.
 
 The HostClaim schema (config/crd) lists the kinds served in spec.kind's enum and the status field naming what
 serves a claim of each, which every store holds a claim to: a real class adds its kind and its field there (data,
-not code); here the store's schema check sees the toy kind and field as listed."""
+not code; hack/gen-crds.py holds the CRDs to the registry). Here the store's own schema check validates the toy
+claims against a deep copy of the engine's loaded HostClaim schema to which the toy kind and its status field
+``cloudInstance`` are added, as the class's CRD change would add them: nothing of a toy claim is rewritten."""
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.api import kinds, validation
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute import registry
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.baremetal import BareMetal
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base import (
@@ -25,11 +31,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base impo
     Waiting,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import Libvirt
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, Unavailable
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Invalid, Unavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.admission import admit_host_claim
-from ansible_collections.metal3.baremetal.plugins.module_utils.store import local
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 API = "metal3.io/v1alpha1"
@@ -120,18 +125,21 @@ class ToyInstances(ComputeClass):
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """A store whose HostClaim schema lists the toy kind and its status field, as a real class's CRD would."""
-    checked = local.validate
-
-    def validate(info: Any, obj: dict[str, Any]) -> None:
-        spec, status = obj.get("spec") or {}, dict(obj.get("status") or {})
-        if obj.get("kind") == "HostClaim" and spec.get("kind") == TOY:  # checked as a listed kind and field
-            if "cloudInstance" in status:
-                status["virtualMachine"] = status.pop("cloudInstance")
-            obj = {**obj, "spec": {**spec, "kind": "libvirt"}, **({"status": status} if status else {})}
-        checked(info, obj)
-
-    monkeypatch.setattr(local, "validate", validate)
+    """A store whose HostClaim schema lists the toy kind in spec.kind's enum and its status field, as a real class's
+    CRD would: the engine's loaded schemas (every served version), deep-copied and extended, in the store's
+    registry of kinds for this test, with validators built from them (and the engine's own left as they are)."""
+    real = kinds.lookup(API, "HostClaim")
+    schemas = copy.deepcopy(real.schemas or {})
+    for schema in schemas.values():
+        assert schema is not None
+        schema["properties"]["spec"]["properties"]["kind"]["enum"].append(TOY)
+        status = schema["properties"]["status"]["properties"]
+        status["cloudInstance"] = copy.deepcopy(status["bareMetalHost"])
+    listed = dataclasses.replace(real, schema=schemas[real.storage], schemas=schemas)
+    monkeypatch.setitem(kinds._registry(), (real.group, real.kind), listed)
+    # The validators are cached by kind (a KindInfo's schema is not part of its identity): fresh caches here.
+    monkeypatch.setattr(validation, "_VALIDATORS", {})
+    monkeypatch.setattr(validation, "_validator", functools.cache(validation._validator.__wrapped__))
     with LocalStore(str(tmp_path / "store.db")) as opened:
         yield opened
 
@@ -157,6 +165,25 @@ def test_the_registry_holds_bare_metal_and_libvirt_in_order():
     assert list(registry.CLASSES.items()) == [("baremetal", BareMetal), ("libvirt", Libvirt)]
     assert registry.class_for(None) is BareMetal and registry.class_for("kubevirt") is None
     assert registry.served_kinds() == "baremetal, libvirt"
+
+
+def test_the_stores_schema_check_sees_the_toy_kind_listed_and_still_refuses_what_is_not(store):
+    claim = store.get(toy_claim(store))
+    assert claim["spec"]["kind"] == TOY
+    with pytest.raises(Invalid, match=r"spec\.kind: Unsupported value: 'kubevirt': supported values: \"baremetal\", "
+                                      r"\"libvirt\", \"toycloud\""):
+        toy_claim(store, "other", kind="kubevirt")
+    claim = store.update_status({**claim, "status": {"cloudInstance": {"namespace": NS, "name": "i-1"}}})
+    assert claim["status"]["cloudInstance"] == {"namespace": NS, "name": "i-1"}
+    with pytest.raises(BadRequest, match=r'unknown field "status\.cloudInstances"'):
+        store.update_status({**claim, "status": {"cloudInstances": {"namespace": NS, "name": "i-1"}}})
+
+
+def test_the_engines_own_schema_lists_only_the_registrys_kinds():
+    schema = kinds.lookup(API, "HostClaim").schema
+    assert schema is not None
+    assert schema["properties"]["spec"]["properties"]["kind"]["enum"] == list(registry.kinds())
+    assert "cloudInstance" not in schema["properties"]["status"]["properties"]
 
 
 def test_a_claim_of_a_registered_class_is_admitted_by_its_class(store, cloud):
