@@ -97,6 +97,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines im
     MachineSet,
     ensure_machines,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.compute import registry
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
@@ -124,7 +125,7 @@ SPEC = ModuleSpec(
         "replicas": {"type": "int", "required": True},
         "control_plane": {"type": "bool", "default": False},
         "bootstrap_secret": {"type": "str", "no_log": False},  # the name of a Secret, not a secret
-        "kind": {"type": "str", "choices": ["baremetal", "libvirt"]},
+        "kind": {"type": "str", "choices": list(registry.kinds())},  # DOCUMENTATION's: validate-modules holds it
         "args": {"type": "dict"},
     }),
     run=run,
