@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
@@ -74,6 +74,15 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     set_condition,
 )
 
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        BareMetalHost,
+        HostClaim,
+        Metal3Data,
+        Metal3Machine,
+        Metal3MachineSpecImage,
+    )
+
 READY_REASON = "Ready"  # Cluster API's ReadyReason, as upstream's v1beta2 Ready condition gives it
 # Where the machine landed against the failure domain it asked for (spec.failureDomain, else its Machine's): True
 # in it; False when no host of that domain was free and it took one of another (the domain is a preference).
@@ -100,8 +109,9 @@ class MachineResult(Result):
     requested_failure_domain: str | None = None  # spec.failureDomain, else its Machine's; None: spec's
 
     def summary(self) -> dict[str, Any]:
-        metadata = (self.obj or {}).get("metadata") or {}
-        spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
+        m3m = cast("Metal3Machine", self.obj or {})
+        metadata = m3m.get("metadata") or {}
+        spec, status = m3m.get("spec") or {}, m3m.get("status") or {}
         asked = spec.get("failureDomain", "") if self.requested_failure_domain is None \
             else self.requested_failure_domain
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
@@ -115,7 +125,7 @@ class MachineResult(Result):
                 "waits_on": self.wait_targets(), "message": self.message}
 
 
-def host_image(image: dict[str, Any]) -> dict[str, Any]:
+def host_image(image: Metal3MachineSpecImage) -> dict[str, Any]:
     """A Metal3Machine's spec.image as a BareMetalHost's: v1beta2's diskFormat is the host's format."""
     host = {key: copy.deepcopy(value) for key, value in image.items() if key != "diskFormat"}
     if image.get("diskFormat"):
@@ -149,7 +159,8 @@ class _Flow:
                  outbound: OutboundPolicy | None = None):
         self.store, self.m3m, self.dry_run, self.strict = store, m3m, dry_run, strict_failure_domain
         self.host_class = claim_kind(m3m)  # the class of compute that serves it (compute/registry.py)
-        self.fast_track, self.claim_mode = fast_track, host_claim_mode or bool((m3m.get("spec") or {}).get("kind"))
+        self.fast_track = fast_track
+        self.claim_mode = host_claim_mode or bool((self.view.get("spec") or {}).get("kind"))
         self.machines = machines
         self.outbound = outbound or OutboundPolicy()
         self.bound_host = ""  # HostClaim mode: the host the claim holds, <namespace>/<name>
@@ -161,6 +172,11 @@ class _Flow:
         self.machine = self._owner_machine()
         self.cluster = self._cluster()
         self.template = self._template()  # read once: node reuse and the data template both need it
+
+    @property
+    def view(self) -> Metal3Machine:
+        """The machine as its schema types it: mypy checks the fields read from it."""
+        return cast("Metal3Machine", self.m3m)
 
     @property
     def host_name(self) -> str:
@@ -239,11 +255,11 @@ class _Flow:
         if self.machine is not None:
             name = ((self.machine.get("spec") or {}).get("bootstrap") or {}).get("dataSecretName")
             return {"name": name, "namespace": self.ref.namespace} if name else None
-        ref = self.m3m["spec"].get("userData")
+        ref = self.view["spec"].get("userData")
         return {"name": ref["name"], "namespace": ref.get("namespace") or self.ref.namespace} if ref else {}
 
     def _failure_domain(self) -> str | None:
-        return (self.m3m["spec"].get("failureDomain")
+        return (self.view["spec"].get("failureDomain")
                 or ((self.machine or {}).get("spec") or {}).get("failureDomain") or None)
 
     def _associate(self) -> tuple[Object | None, MachineResult]:
@@ -255,7 +271,7 @@ class _Flow:
                 return host, self.step("associated")
             return None, self.step("pending", None, f"host {self.host_name} is gone or held by another consumer")
         labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
-        selection = associate(self.store, [self.ref.namespace], self.consumer, self.m3m["spec"].get("hostSelector"),
+        selection = associate(self.store, [self.ref.namespace], self.consumer, self.view["spec"].get("hostSelector"),
                               self._failure_domain(), self.strict, self._reuse_name(), labels, self.dry_run)
         if selection.host is None:
             # A host freed, added or relabelled in the namespace may serve it.
@@ -292,15 +308,15 @@ class _Flow:
             spec: dict[str, Any] = {"poweredOn": False, "consumerRef": {
                 "apiVersion": self.m3m["apiVersion"], "kind": self.m3m["kind"], "name": self.ref.name,
                 "namespace": self.ref.namespace}}
-            selector = {k: v for k, v in (self.m3m["spec"].get("hostSelector") or {}).items()
+            selector = {k: v for k, v in (self.view["spec"].get("hostSelector") or {}).items()
                         if k in ("matchLabels", "matchExpressions")}
             if selector:
                 spec["hostSelector"] = selector
             if self._failure_domain():
                 spec["failureDomain"] = self._failure_domain()
             for field_name in ("kind", "args"):  # the class of compute, and what parameterises it
-                if self.m3m["spec"].get(field_name):
-                    spec[field_name] = copy.deepcopy(self.m3m["spec"][field_name])
+                if self.view["spec"].get(field_name):
+                    spec[field_name] = copy.deepcopy(self.view["spec"][field_name])
             labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
             self.store.create({"apiVersion": BMH_API, "kind": hostclaim.KIND,
                                "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,
@@ -327,7 +343,7 @@ class _Flow:
         claim then shows it."""
         def change(claim: Object) -> Object:
             self._put_workload(claim["spec"], user_data, rendered, with_namespace=False)
-            claim["spec"]["poweredOn"] = True
+            cast("HostClaim", claim)["spec"]["poweredOn"] = True
             return claim
 
         written: list[bool] = []
@@ -367,7 +383,7 @@ class _Flow:
 
     def _data_template(self, host: Object) -> dict[str, str] | None:
         """The template of the failure domain of the host actually claimed, else spec.dataTemplate."""
-        spec = self.m3m["spec"]
+        spec = self.view["spec"]
         domain = (host["metadata"].get("labels") or {}).get(FAILURE_DOMAIN_LABEL)
         by_domain = dict(spec.get("dataTemplatesByFailureDomain") or {})
         template = self.template
@@ -397,11 +413,12 @@ class _Flow:
 
     def _rendered(self, claim: Object | None) -> dict[str, Any]:
         """metaData and networkData secret refs: the rendered data's, else those the user set on the spec."""
-        spec = self.m3m["spec"]
+        spec = self.view["spec"]
         result: dict[str, Any] = {key: spec[key] for key in ("metaData", "networkData") if spec.get(key)}
         if claim is not None:
             rendered = (claim.get("status") or {})["renderedData"]  # a claim is ready once it has one
-            data = self.store.get(Ref(INFRA_API, "Metal3Data", rendered["name"], self.ref.namespace))
+            data = cast("Metal3Data", self.store.get(Ref(INFRA_API, "Metal3Data", rendered["name"],
+                                                          self.ref.namespace)))
             result.update({key: data["spec"][key] for key in ("metaData", "networkData") if data["spec"].get(key)})
             result["renderedData"] = rendered
         return result
@@ -411,7 +428,7 @@ class _Flow:
         """The machine's image or custom deploy (never an in-place upgrade: only onto a spec that has none), its
         user data and its rendered data into ``target``, a host's spec (references with their namespace) or a
         HostClaim's (references to Secrets of the claim's namespace, the machine's)."""
-        spec = self.m3m["spec"]
+        spec = self.view["spec"]
         if not target.get("image") and not target.get("customDeploy"):
             if spec.get("image"):
                 target["image"] = host_image(spec["image"])
@@ -424,7 +441,7 @@ class _Flow:
                                if with_namespace else {"name": ref["name"]})
 
     def _set_host_spec(self, user_data: dict[str, str], rendered: dict[str, Any]) -> Object:
-        spec = self.m3m["spec"]
+        spec = self.view["spec"]
 
         def change(host: Object) -> None:
             host_spec = host["spec"]
@@ -443,7 +460,7 @@ class _Flow:
 
     def _set_provider_id(self, host: Object) -> None:
         provider_id = f"metal3://{self.ref.namespace}/{host['metadata']['name']}/{self.ref.name}"
-        if self.m3m["spec"].get("providerID") != provider_id:
+        if self.view["spec"].get("providerID") != provider_id:
             self.m3m = self.store.patch(self.ref, {"spec": {"providerID": provider_id}}, dry_run=self.dry_run)
             self.changed = True
 
@@ -489,10 +506,11 @@ class _Flow:
             for net in parsed.get("networks") or []:
                 if net.get("ip_address"):
                     addresses.append({"type": "InternalIP", "address": net["ip_address"]})
-        for nic in ((host.get("status") or {}).get("hardware") or {}).get("nics") or []:
+        hardware = (cast("BareMetalHost", host).get("status") or {}).get("hardware") or {}
+        for nic in hardware.get("nics") or []:
             if nic.get("ip") and {"type": "InternalIP", "address": nic["ip"]} not in addresses:
                 addresses.append({"type": "InternalIP", "address": nic["ip"]})
-        hostname = ((host.get("status") or {}).get("hardware") or {}).get("hostname") or self.ref.name
+        hostname = hardware.get("hostname") or self.ref.name
         addresses += [{"type": "Hostname", "address": hostname}, {"type": "InternalDNS", "address": hostname}]
         return addresses
 

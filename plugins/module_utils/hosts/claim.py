@@ -16,7 +16,7 @@ import copy
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     Conflict,
@@ -99,7 +99,7 @@ class Selection:
     wait: bool = False  # a node-reuse host exists but is not available yet: wait for it, as upstream
 
 
-def host_selector(selector: dict[str, Any] | None) -> str:
+def host_selector(selector: Mapping[str, Any] | None) -> str:
     """spec.hostSelector as a label selector; operators in any case, as upstream lowercases them."""
     selector = selector or {}
     # Kubernetes' spellings, and the ones of Go's selection.Operator that upstream's HostClaim webhook accepts.
@@ -228,7 +228,7 @@ class _Hosts(Claimer[Object, Object]):
         time.sleep(delay)
 
 
-def associate(store: Store, namespaces: list[str], consumer: Consumer, selector: dict[str, Any] | None = None,
+def associate(store: Store, namespaces: list[str], consumer: Consumer, selector: Mapping[str, Any] | None = None,
               failure_domain: str | None = None, strict_failure_domain: bool = False,
               reuse_name: str | None = None, labels: dict[str, str] | None = None,
               dry_run: bool = False, pick: Callable[[list[Object]], Object] = _random.choice,
