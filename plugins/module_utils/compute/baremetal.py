@@ -25,7 +25,7 @@ import copy
 import hashlib
 import re
 import uuid
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base import (
     DATA_FIELDS,
@@ -75,6 +75,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.remote impo
     open_remote_hosts,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        BareMetalHost,
+        BareMetalHostSpec,
+        HostClaim,
+        HostClaimSpec,
+    )
 
 BAREMETAL = "baremetal"
 POLICY_KIND = "HostDeployPolicy"
@@ -129,7 +137,7 @@ def admitting_namespaces(store: Store, claim: Object) -> tuple[list[str], list[s
     """The namespaces whose HostDeployPolicies admit ``claim`` (only ``hostSelector.inNamespace`` when set), and
     the problems of the policies that could not be read (a malformed pattern)."""
     namespace = claim["metadata"]["namespace"]
-    selector = (claim.get("spec") or {}).get("hostSelector") or {}
+    selector = (cast("HostClaim", claim).get("spec") or cast("HostClaimSpec", {})).get("hostSelector") or {}
     in_namespace = selector.get("inNamespace") or None
     # Namespaces are cluster-scoped: the Ref's namespace is not used (the local store files them under its default).
     namespace_obj = store.get_if_exists(Ref("v1", "Namespace", namespace))
@@ -317,8 +325,9 @@ class BareMetal(ComputeClass):
         host = self._set_host_spec(host, copies)
         self.claim.forget_reboot_request()  # the host's now: its own reconcile removes it from the host once done
         state = host_state(host)
+        powered_on = (cast("BareMetalHost", host).get("status") or {}).get("poweredOn")
         settled = state in STABLE_STATES and (state == PROVISIONED or not self.claim.deploying) and \
-            bool((host.get("status") or {}).get("poweredOn")) == bool(self.claim.spec.get("poweredOn"))
+            bool(powered_on) == bool(self.claim.spec.get("poweredOn"))
         return Observed(host, {}, f"host {host['metadata']['namespace']}/{host['metadata']['name']} is "
                                   f"{state or 'new'}", settled)
 
@@ -329,6 +338,7 @@ class BareMetal(ComputeClass):
         refusals = dict(refusals)
         namespace, claim_id, spec = self.claim.ref.namespace, self.claim.claim_id, self.claim.spec
         host_namespace, host_name = host["metadata"]["namespace"], host["metadata"]["name"]
+        host_spec = cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})
         for field in DATA_FIELDS:
             ref = spec.get(field)
             if not ref or field in refusals:
@@ -336,7 +346,7 @@ class BareMetal(ComputeClass):
             name = copy_name(host_name, field)
             source = self.claim.store.get_if_exists(Ref("v1", "Secret", ref["name"], namespace))
             if source is None:
-                if ((host.get("spec") or {}).get(field) or {}).get("name") == name:
+                if (host_spec.get(field) or {}).get("name") == name:
                     copies[field] = name  # copied when the host took it: what was deployed stays as it was
                 else:
                     refusals[field] = f"spec.{field}: Secret {namespace}/{ref['name']} not found"

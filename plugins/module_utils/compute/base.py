@@ -28,7 +28,7 @@ import contextlib
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, ContextManager, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Literal, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, secret_values
@@ -38,6 +38,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission i
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import REBOOT_ANNOTATION
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import HostClaim, HostClaimSpec
+
 DEFAULT_KIND = "baremetal"  # a claim without spec.kind (upstream's default)
 # The HostClaim's conditions a class may set through the flow: upstream's Ready, and ours on a claim whose hosts
 # are in another store (spec.identityRef): whether that store answers.
@@ -45,7 +48,8 @@ READY_CONDITION = "Ready"
 HOSTS_REACHABLE = "HostsReachable"
 UNREACHABLE_WAIT = 10.0  # what serves the claim does not answer: it looks again then
 # The claim's data: Secrets of its own namespace, which a class gives what serves the claim.
-DATA_FIELDS = ("userData", "metaData", "networkData")
+DataField = Literal["userData", "metaData", "networkData"]
+DATA_FIELDS: tuple[DataField, ...] = ("userData", "metaData", "networkData")
 
 
 def claim_kind(claim: dict[str, Any]) -> str:
@@ -69,7 +73,7 @@ class ClaimState:
     def __init__(self, store: Store, obj: Object, dry_run: bool) -> None:
         self.store, self.obj, self.dry_run = store, obj, dry_run
         self.ref = Ref.of(obj)
-        self.spec: dict[str, Any] = obj.get("spec") or {}
+        self.spec: HostClaimSpec = cast("HostClaim", obj).get("spec") or cast("HostClaimSpec", {})
         self.changed = False
 
     @property

@@ -44,7 +44,7 @@ import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterator, Mapping, Protocol
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
@@ -243,13 +243,13 @@ class VirtualMachines(Protocol):
     @property
     def limits(self) -> MachineLimits: ...
 
-    def check_image(self, image: dict[str, Any]) -> None:
+    def check_image(self, image: Mapping[str, Any]) -> None:
         """MachineFailure naming the field when the image's or its checksum file's URL is one this controller
         does not fetch; nothing is fetched and the hypervisor is not asked anything."""
 
     def get(self, name: str) -> VirtualMachine | None: ...
 
-    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
+    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: Mapping[str, Any],
                config_drive: dict[str, Any]) -> None: ...
 
     def power(self, name: str, on: bool) -> None: ...
@@ -334,7 +334,7 @@ class LibvirtMachines:
     def limits(self) -> MachineLimits:
         return self.options.limits
 
-    def check_image(self, image: dict[str, Any]) -> None:
+    def check_image(self, image: Mapping[str, Any]) -> None:
         check_image_urls(image, self.policy)
 
     # -- virsh -----------------------------------------------------------------------------------------------
@@ -387,7 +387,7 @@ class LibvirtMachines:
                 "serial_log": self.dir / f"{name}.log"}
 
     # -- create ----------------------------------------------------------------------------------------------
-    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: dict[str, Any],
+    def create(self, name: str, owner: str, size: MachineSize, macs: list[str], image: Mapping[str, Any],
                config_drive: dict[str, Any]) -> None:
         """The machine defined (not started): its disk over the image (checked: it refers to no other file), its
         config drive, its serial log, each 0600 from the start; a machine left half-made by an interrupted create
@@ -427,7 +427,7 @@ class LibvirtMachines:
         if done.returncode != 0:
             raise MachineFailure(f"{what}: {done.stderr.strip() or done.stdout.strip()}")
 
-    def _image(self, image: dict[str, Any]) -> tuple[Path, str]:
+    def _image(self, image: Mapping[str, Any]) -> tuple[Path, str]:
         """The claim's image in the images directory (0600), fetched once per checksum through the outbound
         policy, bounded (libvirt_max_image_size, libvirt_image_timeout), verified, and checked with qemu-img
         before it is cached and again before each use; its format."""
@@ -470,7 +470,7 @@ class LibvirtMachines:
         return path, image_format
 
 
-def fetched_urls(image: dict[str, Any]) -> list[tuple[str, str]]:
+def fetched_urls(image: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, URL) of what the controller fetches for an image: its URL, and its checksum file's when the
     checksum is a URL."""
     urls = [("spec.image.url", str(image.get("url") or ""))]
@@ -480,7 +480,7 @@ def fetched_urls(image: dict[str, Any]) -> list[tuple[str, str]]:
     return urls
 
 
-def check_image_urls(image: dict[str, Any], policy: OutboundPolicy) -> None:
+def check_image_urls(image: Mapping[str, Any], policy: OutboundPolicy) -> None:
     """The image's URL and its checksum file's (when the checksum is a URL) through ``policy``: MachineFailure
     naming the field when either is one the controller does not fetch. On a cluster no webhook has checked them."""
     try:
@@ -547,7 +547,7 @@ HASH_LENGTHS = {32: "md5", 64: "sha256", 128: "sha512"}
 HASH_SIZES = {"md5": 32, "sha256": 64, "sha512": 128}
 
 
-def checksum_of(image: dict[str, Any], policy: OutboundPolicy | None = None, deadline: Deadline | None = None,
+def checksum_of(image: Mapping[str, Any], policy: OutboundPolicy | None = None, deadline: Deadline | None = None,
                 limit: int = MAX_CHECKSUM_FILE) -> tuple[str, str]:
     """The image's checksum algorithm and value: spec.image.checksum is the value or the URL of a checksum
     file (fetched through ``policy``: its line naming the image, else its first), checksumType the algorithm or

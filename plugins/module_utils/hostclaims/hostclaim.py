@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base import (
     DATA_FIELDS,
@@ -36,6 +36,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base impo
     READY_CONDITION,
     ClaimState,
     ComputeClass,
+    DataField,
     Pending,
     Services,
     Stuck,
@@ -78,6 +79,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     set_condition,
 )
 
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        BareMetalHost,
+        BareMetalHostSpec,
+        HostClaim,
+        HostClaimSpec,
+    )
+
 KIND = "HostClaim"
 HARDWARE_KIND = "HardwareData"
 FINALIZER = "metal3.io/hostclaim"
@@ -109,8 +118,9 @@ class ClaimResult(Result):
     error: str = ""
 
     def summary(self) -> dict[str, Any]:
-        metadata = (self.obj or {}).get("metadata") or {}
-        status = (self.obj or {}).get("status") or {}
+        claim = cast("HostClaim", self.obj or {})
+        metadata = claim.get("metadata") or {}
+        status = claim.get("status") or {}
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "phase": self.phase,
                 "host": self.host, "state": self.state, "powered_on": status.get("poweredOn", False),
                 "addresses": status.get("addresses", []), "hardware_data": status.get("hardwareData"),
@@ -120,9 +130,9 @@ class ClaimResult(Result):
 
 # -- the claim's data ------------------------------------------------------------------------------------------
 
-def _data_refusal(claim: Object, field: str) -> str:
+def _data_refusal(claim: Object, field: DataField) -> str:
     """Why the claim's ``field`` Secret cannot be used ('' when it can, or none is given)."""
-    ref = (claim.get("spec") or {}).get(field)
+    ref = (cast("HostClaim", claim).get("spec") or cast("HostClaimSpec", {})).get(field)
     if not ref:
         return ""
     namespace = claim["metadata"]["namespace"]
@@ -243,6 +253,11 @@ class _Flow:
     def claim(self) -> Object:
         return self.state.obj
 
+    @property
+    def view(self) -> HostClaim:
+        """The claim as its schema types it: mypy checks the fields read from it."""
+        return cast("HostClaim", self.state.obj)
+
     def result(self, phase: str, requeue: float | None, message: str, host: Object | None = None,
                error: str = "", waits_on: list[Ref] | None = None) -> ClaimResult:
         name = f"{host['metadata']['namespace']}/{host['metadata']['name']}" if host else ""
@@ -271,7 +286,7 @@ class _Flow:
     # -- normal ----------------------------------------------------------------------------------------------
     def normal(self, compute: ComputeClass) -> ClaimResult:
         self._ensure_finalizer()
-        refusals = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
+        refusals: dict[str, str] = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
         bound = compute.bind(refusals)
         if isinstance(bound, Pending):
             return self._pending(bound, refusals)
@@ -321,13 +336,14 @@ class _Flow:
         """The HardwareData named after the claim in its namespace: the host's hardware (once inspected), its
         labels (its failure domain among them) and its boot MAC address - what a data template renders from; its
         reference, and a problem when a HardwareData of that name is not the claim's."""
-        hardware = copy.deepcopy((host.get("status") or {}).get("hardware"))
+        view = cast("BareMetalHost", host)  # a host, or what serves the claim shown as one
+        hardware = copy.deepcopy((view.get("status") or {}).get("hardware"))
         if not hardware:
             return None, ""
         for nic in hardware.get("nics") or []:  # HardwareData's schema wants a MAC, where there is one, to be one
             if not nic.get("mac"):
                 nic.pop("mac", None)
-        boot_mac = (host.get("spec") or {}).get("bootMACAddress")
+        boot_mac = (view.get("spec") or cast("BareMetalHostSpec", {})).get("bootMACAddress")
         wanted = {"labels": dict(host["metadata"].get("labels") or {}),
                   "annotations": {BOOT_MAC_ANNOTATION: boot_mac} if boot_mac else {},
                   "spec": {"hardware": hardware}}
@@ -354,7 +370,7 @@ class _Flow:
 
     def _write_status(self, host: Object, hardware_data: dict[str, str] | None = None,
                       refusals: dict[str, str] | None = None) -> None:
-        host_status = host.get("status") or {}
+        host_status = cast("BareMetalHost", host).get("status") or {}
         state = host_state(host)
         associated_reason = self.compute.associated_reason if self.compute is not None else ""
 
@@ -400,9 +416,9 @@ class _Flow:
                 status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != HOSTS_REACHABLE]
 
         elsewhere = self.compute is not None and self.compute.elsewhere
-        held = next((c for c in (self.claim.get("status") or {}).get("conditions") or []
+        held = next((c for c in (self.view.get("status") or {}).get("conditions") or []
                      if c.get("type") == HOSTS_REACHABLE), None)
-        if (held or {}).get("status") != ("True" if elsewhere else None):  # only a change costs a write
+        if (held.get("status") if held else None) != ("True" if elsewhere else None):  # only a change costs a write
             self.state.update_status(change)
 
     def stuck(self, stuck: Stuck) -> ClaimResult:
@@ -414,14 +430,14 @@ class _Flow:
         bound = (self.claim.get("status") or {}).get(self.bound_field) or {} if self.bound_field else {}
         return ClaimResult(self.claim, self.state.changed, stuck.requeue, stuck.why, phase=stuck.phase,
                            host=f"{bound['namespace']}/{bound['name']}" if bound.get("name") else "",
-                           state=(self.claim.get("status") or {}).get("state", ""),
+                           state=(self.view.get("status") or {}).get("state", ""),
                            error=stuck.why if stuck.requeue is None else "")
 
 
 def _addresses(host: Object, claim_name: str) -> list[dict[str, str]]:
     """The host's addresses as a Cluster API Machine's: InternalIP of each NIC that has one (from inspection),
     Hostname and InternalDNS."""
-    hardware = (host.get("status") or {}).get("hardware") or {}
+    hardware = (cast("BareMetalHost", host).get("status") or {}).get("hardware") or {}
     addresses = [{"type": "InternalIP", "address": nic["ip"]} for nic in hardware.get("nics") or [] if nic.get("ip")]
     hostname = hardware.get("hostname") or claim_name
     return [*addresses, {"type": "Hostname", "address": hostname}, {"type": "InternalDNS", "address": hostname}]

@@ -20,7 +20,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     BadRequest,
@@ -711,7 +711,7 @@ def _annotation_args(value: str) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
-def config_drive(ref: Ref, uid: str, spec: dict[str, Any],
+def config_drive(ref: Ref, uid: str, spec: Mapping[str, Any],
                  secret: Callable[[str, str], dict[str, str]]) -> dict[str, Any]:
     """{meta_data, user_data, network_data} for the workload of ``ref`` (a host, or a claim served by a virtual
     machine) from the Secrets of ``spec``'s userData, metaData and networkData (of ``ref``'s namespace, read by
