@@ -18,7 +18,7 @@ import json
 import random
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast, overload
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
@@ -50,6 +50,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     remove_finalizer,
     set_condition,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        IPAddress,
+        IPAddressSpec,
+        IPClaim,
+        IPPool,
+    )
 
 IPAM_API = "ipam.metal3.io/v1alpha1"
 CAPI_IPAM_API = "ipam.cluster.x-k8s.io/v1beta2"  # the Cluster API IPAM contract; v1beta1 reads the same
@@ -173,7 +181,7 @@ def _record(store: Store, pool_ref: Ref, changes: dict[str, str | None], dry_run
 def _allocations(pool_obj: Object) -> dict[str, str]:
     """A pool's allocations (claim name: address): upstream's ``indexes``, which this collection's users also
     read as ``allocations``."""
-    status = pool_obj.get("status") or {}
+    status = cast("IPPool", pool_obj).get("status") or {}
     return dict(status.get("indexes") or status.get("allocations") or {})
 
 
@@ -249,7 +257,7 @@ def _describe_selection(labels: dict[str, str]) -> str:
 # -- allocation -----------------------------------------------------------------------------------
 
 def _owned_by(address: Object, claim: _Claim) -> bool:
-    owner = address["spec"].get("claim") or {}
+    owner = cast("IPAddress", address)["spec"].get("claim") or {}
     return owner.get("name") == claim.name and owner.get("kind", claim.kind) == claim.kind \
         and (owner.get("namespace") or address["metadata"]["namespace"]) == claim.namespace
 
@@ -426,7 +434,7 @@ class _Candidates:
         if self.stale_losses < 2:
             return
         for obj in _pool_addresses(self.store, self.pool_obj):
-            offset = self.pool.offset_of(obj["spec"]["address"])
+            offset = self.pool.offset_of(cast("IPAddress", obj)["spec"]["address"])
             if offset is not None:
                 self.in_use.add(offset)
         self.refreshed = True
@@ -441,8 +449,9 @@ class _Candidates:
     def _of_pool(self, addresses: list[Object]) -> list[str]:
         """The addresses of these IPAddresses that are the pool's."""
         name = self.pool_obj["metadata"]["name"]
-        return [a["spec"]["address"] for a in addresses
-                if ((a.get("spec") or {}).get("pool") or {}).get("name") == name and "address" in a["spec"]]
+        return [a["spec"]["address"] for a in cast("list[IPAddress]", addresses)
+                if ((a.get("spec") or cast("IPAddressSpec", {})).get("pool") or {}).get("name") == name
+                and "address" in a["spec"]]
 
     def done(self) -> None:
         """Remember, for the claimer's next allocation from this pool, how spread out a herd made it."""
@@ -500,7 +509,7 @@ def _pool_addresses(store: admission.Reader, pool_obj: Object) -> list[Object]:
 
 
 def _in_use_from_addresses(store: Store, pool_obj: Object, pool: Pool) -> InUse:
-    offsets = (pool.offset_of(a["spec"]["address"]) for a in _pool_addresses(store, pool_obj))
+    offsets = (pool.offset_of(a["spec"]["address"]) for a in cast("list[IPAddress]", _pool_addresses(store, pool_obj)))
     return InUse.of(o for o in offsets if o is not None)
 
 
@@ -512,7 +521,7 @@ def _owned_addresses(store: Store, claim: _Claim, pool_namespace: str) -> list[O
 
 
 def _pool_of(address: Object) -> Ref | None:
-    pool = address["spec"].get("pool") or {}
+    pool = cast("IPAddress", address)["spec"].get("pool") or {}
     if not pool.get("name"):
         return None
     return Ref(IPAM_API, "IPPool", pool["name"], pool.get("namespace") or address["metadata"]["namespace"])
@@ -548,7 +557,7 @@ def _name_taken(store: Store, claim: _Claim, pool: Pool, pool_namespace: str, ta
         other = None if reserved in lost else _held_address(store, claim, pool, pool_namespace)
         if other is not None and other["metadata"]["name"] != taken["metadata"]["name"]:
             return other
-        _reserve(store, claim, taken["spec"]["address"], dry_run)
+        _reserve(store, claim, cast("IPAddress", taken)["spec"]["address"], dry_run)
         return taken
 
     try:
@@ -692,7 +701,7 @@ class _Addresses(Claimer[Object, str]):
         self.picks().lost(candidate)
 
     def value(self, obj: Object) -> str:
-        return str(obj["spec"]["address"])
+        return str(cast("IPAddress", obj)["spec"]["address"])
 
     def name(self, taken: Object) -> Object | None:
         return _name_taken(self.store, self.claim, self.pool, self.pool_ref.namespace, taken,
@@ -731,7 +740,7 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
         waits_on = [claim.pool] if error in (EXHAUSTED, REQUESTED_NOT_AVAILABLE) else []
         return Allocation(write_status(None, error, None), error=error, waits_on=waits_on)
     held = outcome.holding()
-    address = held["spec"]["address"]
+    address = cast("IPAddress", held)["spec"]["address"]
     if outcome.state is State.HELD:
         # A reconcile died before recording it (where claimers record their addresses in the index).
         if not store.follows and (outcome.adopted or _allocations(pool_obj).get(claim.name) != address):
@@ -771,7 +780,7 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
 # -- IPClaim ---------------------------------------------------------------------------------------
 
 def _ip_claim(store: Store, obj: Object) -> _Claim:
-    pool = (obj.get("spec") or {}).get("pool") or {}
+    pool = (cast("IPClaim", obj).get("spec") or {}).get("pool") or {}
     labels = obj["metadata"].get("labels") or {}
     namespace = obj["metadata"]["namespace"]
     pool_ref = Ref(IPAM_API, "IPPool", pool["name"], pool.get("namespace") or namespace) if pool.get("name") \
@@ -890,7 +899,7 @@ def _ensure_capi_address(store: Store, claim: _Claim, address: Object, dry_run: 
     """The contract's IPAddress: named after the claim, owned by it (controller) and by the pool, with the
     prefix v1beta2 requires (0 when the pool sets none, as upstream writes it). Says why not when an IPAddress
     of the claim's name that this claim's reconcile did not make is there: the claim is never pointed at it."""
-    spec = address["spec"]
+    spec = cast("IPAddress", address)["spec"]
     pool_uid = next((r["uid"] for r in address["metadata"].get("ownerReferences") or [] if r.get("kind") == "IPPool"),
                     None)
     owners = [{"apiVersion": claim.obj["apiVersion"], "kind": "IPAddressClaim", "name": claim.name,
@@ -975,8 +984,9 @@ def reconcile_ip_pool(store: Store, ref: Ref, dry_run: bool = False) -> PoolStat
     if released:
         pool_obj = store.get(ref)
     # The index rebuilt from the IPAddresses, as a merge patch: claimers patch their own keys meanwhile.
-    allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"] for a in _pool_addresses(store, pool_obj)}
-    status = pool_obj.get("status") or {}
+    allocations = {a["spec"]["claim"]["name"]: a["spec"]["address"]
+                   for a in cast("list[IPAddress]", _pool_addresses(store, pool_obj))}
+    status = cast("IPPool", pool_obj).get("status") or {}
     recorded = [status.get("indexes") or {}, status.get("allocations") or {}]
     if any(index != allocations for index in recorded) or "inUse" in status:
         gone = {name: None for index in recorded for name in index if name not in allocations}
@@ -1066,7 +1076,7 @@ def _release_gone_claims(store: Store, pool_obj: Object, dry_run: bool) -> int:
     released = 0
     held: dict[tuple[str, str], dict[str, list[Object]]] = {("IPClaim", pool_ref.namespace): {}}
     for address in _pool_addresses(store, pool_obj):
-        owner = address["spec"].get("claim") or {}
+        owner = cast("IPAddress", address)["spec"].get("claim") or {}
         where = (owner.get("kind") or "IPClaim", owner.get("namespace") or pool_ref.namespace)
         held.setdefault(where, {}).setdefault(owner.get("name", ""), []).append(address)
     for (kind, namespace), by_claim in held.items():
@@ -1102,7 +1112,7 @@ def admit_ip_pool(store: admission.Reader, new: Object, old: Object | None) -> N
     if old is None:
         parse_pool(new)
         return
-    allocated = [a["spec"]["address"] for a in _pool_addresses(store, old)]
+    allocated = [a["spec"]["address"] for a in cast("list[IPAddress]", _pool_addresses(store, old))]
     check_update(old, new, allocated)
 
 
