@@ -53,6 +53,9 @@ KINDS = (
     ("ipam.metal3.io", "IPPool"),
     ("ipam.metal3.io", "IPClaim"),
     ("ipam.metal3.io", "IPAddress"),
+    ("ipam.metal3.io", "IPPrefixPool"),
+    ("ipam.metal3.io", "IPPrefixClaim"),
+    ("ipam.metal3.io", "IPPrefix"),
 )
 # (group, kind): the schema paths whose enum is the registry's kinds of compute, in each version of the CRD.
 COMPUTE_KIND_ENUMS = {

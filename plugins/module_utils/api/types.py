@@ -819,3 +819,99 @@ class IPAddress(TypedDict, total=False):
     metadata: dict[str, Any]
     spec: IPAddressSpec
     status: dict[str, Any]
+
+
+# IPPrefixPool.ipam.metal3.io, v1alpha1
+class _IPPrefixPoolSpecRequired(TypedDict):
+    prefixLength: int
+    prefixes: list[str]
+
+
+class IPPrefixPoolSpec(_IPPrefixPoolSpecRequired, total=False):
+    clusterName: str
+    partition: str
+
+
+class _IPPrefixPoolStatusConditionsItemRequired(TypedDict):
+    status: str
+    type: str
+
+
+class IPPrefixPoolStatusConditionsItem(_IPPrefixPoolStatusConditionsItemRequired, total=False):
+    ansibleResult: dict[str, Any]
+    lastTransitionTime: str
+    message: str
+    reason: str
+
+
+class IPPrefixPoolStatus(TypedDict, total=False):
+    allocated: int
+    conditions: list[IPPrefixPoolStatusConditionsItem]
+    free: int
+    lastUpdated: str
+
+
+class IPPrefixPool(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: IPPrefixPoolSpec
+    status: IPPrefixPoolStatus
+
+
+# IPPrefixClaim.ipam.metal3.io, v1alpha1
+class IPPrefixClaimSpecPool(TypedDict):
+    name: str
+
+
+class IPPrefixClaimSpec(TypedDict):
+    pool: IPPrefixClaimSpecPool
+
+
+class _IPPrefixClaimStatusConditionsItemRequired(TypedDict):
+    status: str
+    type: str
+
+
+class IPPrefixClaimStatusConditionsItem(_IPPrefixClaimStatusConditionsItemRequired, total=False):
+    ansibleResult: dict[str, Any]
+    lastTransitionTime: str
+    message: str
+    reason: str
+
+
+class IPPrefixClaimStatus(TypedDict, total=False):
+    conditions: list[IPPrefixClaimStatusConditionsItem]
+    errorMessage: str
+    prefix: str
+
+
+class IPPrefixClaim(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: IPPrefixClaimSpec
+    status: IPPrefixClaimStatus
+
+
+# IPPrefix.ipam.metal3.io, v1alpha1
+class IPPrefixSpecClaim(TypedDict):
+    name: str
+
+
+class IPPrefixSpecPool(TypedDict):
+    name: str
+
+
+class IPPrefixSpec(TypedDict):
+    claim: IPPrefixSpecClaim
+    pool: IPPrefixSpecPool
+    prefix: str
+
+
+class IPPrefix(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: IPPrefixSpec
+    status: dict[str, Any]

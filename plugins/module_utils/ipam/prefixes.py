@@ -24,7 +24,7 @@ import ipaddress
 import itertools
 import random
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
@@ -71,6 +71,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     remove_finalizer,
     set_condition,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        IPPrefix,
+        IPPrefixClaim,
+        IPPrefixPool,
+    )
 
 PREFIX_API = IPAM_API  # "ipam.metal3.io/v1alpha1"
 POOL_KIND, CLAIM_KIND, PREFIX_KIND = "IPPrefixPool", "IPPrefixClaim", "IPPrefix"
@@ -214,14 +221,14 @@ def _pool_prefixes(store: admission.Reader, pool_obj: Object) -> list[Object]:
 def _counts(pool: PrefixPool, prefixes: list[Object]) -> tuple[int, int]:
     """(allocated, free), as the pool's status holds them."""
     allocated = len(prefixes)
-    inside = sum(1 for p in prefixes if pool.holds(p["spec"].get("prefix", "")))
+    inside = sum(1 for p in cast("list[IPPrefix]", prefixes) if pool.holds(p["spec"].get("prefix", "")))
     return allocated, min(max(pool.size - inside, 0), MAX_COUNT)
 
 
 def _write_counts(store: Store, pool_obj: Object, pool: PrefixPool, prefixes: list[Object], dry_run: bool) -> Object:
     """The pool's status counts, patched when they changed (a change of the pool wakes the claims that wait on it)."""
     allocated, free = _counts(pool, prefixes)
-    status = pool_obj.get("status") or {}
+    status = cast("IPPrefixPool", pool_obj).get("status") or {}
     if status.get("allocated") == allocated and status.get("free") == free:
         return pool_obj
     patch = {"status": {"allocated": allocated, "free": free, "lastUpdated": now()}}
@@ -281,7 +288,7 @@ def _annotation(claim: Object) -> str | None:
 
 
 def _status_prefix(claim: Object) -> str | None:
-    return (claim.get("status") or {}).get("prefix")
+    return (cast("IPPrefixClaim", claim).get("status") or {}).get("prefix")
 
 
 def _owned(prefix: Object, claim: Object) -> bool:
@@ -302,7 +309,8 @@ def _held(store: Store, claim: Object, pool_ref: Ref) -> Object | None:
     if not named:
         return None
     found = store.get_if_exists(_prefix_ref(pool_ref, named))
-    return found if found is not None and _owned(found, claim) and found["spec"].get("prefix") == named else None
+    return found if found is not None and _owned(found, claim) \
+        and cast("IPPrefix", found)["spec"].get("prefix") == named else None
 
 
 def _claim_prefixes(store: Store, claim: Object) -> list[Object]:
@@ -329,7 +337,7 @@ def _release_gone(store: Store, prefixes: list[Object], claims: dict[str, Object
     first whose claim is not among them has none."""
     released = 0
     for prefix in prefixes:
-        owner = claims.get(prefix["spec"]["claim"]["name"])
+        owner = claims.get(cast("IPPrefix", prefix)["spec"]["claim"]["name"])
         if owner is None or owner["metadata"].get("uid") not in owner_uids(prefix):
             released += int(_release(store, prefix, dry_run))
     return released
@@ -377,16 +385,16 @@ class _Prefixes(Claimer[Object, str]):
         return sorted(_claim_prefixes(self.store, self.claim), key=lambda p: p["metadata"]["name"])
 
     def keepable(self, obj: Object) -> bool:
-        return bool(obj["spec"]["pool"]["name"] == self.pool_ref.name)
+        return bool(cast("IPPrefix", obj)["spec"]["pool"]["name"] == self.pool_ref.name)
 
     def reported(self, obj: Object) -> bool:
-        return bool(obj["spec"]["prefix"] == _status_prefix(self.claim))
+        return bool(cast("IPPrefix", obj)["spec"]["prefix"] == _status_prefix(self.claim))
 
     def release(self, obj: Object) -> bool:
         return _release(self.store, obj, self.dry_run)
 
     def released(self, objs: list[Object]) -> None:
-        for pool_name in {p["spec"]["pool"]["name"] for p in objs}:
+        for pool_name in {p["spec"]["pool"]["name"] for p in cast("list[IPPrefix]", objs)}:
             _recount(self.store, Ref(PREFIX_API, POOL_KIND, pool_name, self.pool_ref.namespace), self.dry_run)
 
     def mark(self, candidate: str) -> None:
@@ -415,7 +423,7 @@ class _Prefixes(Claimer[Object, str]):
             return None
         while True:
             listed = _pool_prefixes(self.store, self.pool_obj)
-            taken = itertools.chain((p["spec"].get("prefix", "") for p in listed), self.taken)
+            taken = itertools.chain((p["spec"].get("prefix", "") for p in cast("list[IPPrefix]", listed)), self.taken)
             free = list(itertools.islice(self.pool.free(taken), HERD_WINDOW))
             if not free and not self.swept:
                 # Before saying the pool is exhausted, once: the prefixes of claims gone with no reconcile of their
@@ -443,14 +451,14 @@ class _Prefixes(Claimer[Object, str]):
         self.taken.add(candidate)
 
     def value(self, obj: Object) -> str:
-        return str(obj["spec"]["prefix"])
+        return str(cast("IPPrefix", obj)["spec"]["prefix"])
 
 
 def _settle(store: Store, claim: Object, held: Object, changed: bool, dry_run: bool) -> PrefixAllocation:
     """Ready, with the prefix, in the claim's status: written onto the claim as this reconcile last read or wrote it.
     A Conflict whose claim no longer names the prefix means another reconcile moved it meanwhile: the prefix goes
     back and the reconcile starts over."""
-    prefix = held["spec"]["prefix"]
+    prefix = cast("IPPrefix", held)["spec"]["prefix"]
     ref = Ref.of(claim)
     wrote = False
 
@@ -500,7 +508,7 @@ def _wait(store: Store, claim: Object, reason: str, message: str, waits_on: list
 def _release_claim(store: Store, claim: Object, dry_run: bool) -> PrefixAllocation:
     """A deleted claim gives back every prefix it owns, then its finalizer goes."""
     released = [p for p in _claim_prefixes(store, claim) if _release(store, p, dry_run)]
-    for pool_name in {p["spec"]["pool"]["name"] for p in released}:
+    for pool_name in {p["spec"]["pool"]["name"] for p in cast("list[IPPrefix]", released)}:
         _recount(store, Ref(PREFIX_API, POOL_KIND, pool_name, claim["metadata"]["namespace"]), dry_run)
     finalized = PREFIX_CLAIM_FINALIZER in (claim["metadata"].get("finalizers") or [])
     if finalized:
@@ -602,7 +610,7 @@ def admit_prefix_pool(store: admission.Reader, new: Object, old: Object | None) 
     changed = [field for field in ("prefixes", "prefixLength") if old_spec.get(field) != new_spec.get(field)]
     allocated = _pool_prefixes(store, old) if changed else []
     if allocated:
-        shown = sorted(p["spec"]["prefix"] for p in allocated)
+        shown = sorted(p["spec"]["prefix"] for p in cast("list[IPPrefix]", allocated))
         listed = ", ".join(shown[:5]) + (", ..." if len(shown) > 5 else "")
         raise Invalid(f'{POOL_KIND}.ipam.metal3.io "{new["metadata"]["name"]}" is invalid: spec.{changed[0]}: '
                       f"Forbidden: field is immutable while prefixes are allocated from the pool "
