@@ -20,7 +20,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     BadRequest,
@@ -56,6 +56,14 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     remove_finalizer,
     set_condition,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        BareMetalHost,
+        BareMetalHostSpec,
+        BareMetalHostSpecBmc,
+        BareMetalHostSpecCustomDeploy,
+    )
 
 API = "metal3.io/v1alpha1"
 KIND = "BareMetalHost"
@@ -96,7 +104,7 @@ MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no w
 
 def host_state(host: Object | None) -> str:
     """A BareMetalHost's provisioning state ('' before its first reconcile)."""
-    return str((((host or {}).get("status") or {}).get("provisioning") or {}).get("state") or "")
+    return str(((cast("BareMetalHost", host or {}).get("status") or {}).get("provisioning") or {}).get("state") or "")
 
 
 @dataclass
@@ -108,12 +116,13 @@ class HostStep(Result):
 
     @property
     def error(self) -> str:
-        status = (self.obj or {}).get("status") or {}
+        status = cast("BareMetalHost", self.obj or {}).get("status") or {}
         return f"{status['errorType']}: {status.get('errorMessage', '')}" if status.get("errorType") else ""
 
     def summary(self) -> dict[str, Any]:
-        metadata = (self.obj or {}).get("metadata") or {}
-        status = (self.obj or {}).get("status") or {}
+        host = cast("BareMetalHost", self.obj or {})
+        metadata = host.get("metadata") or {}
+        status = host.get("status") or {}
         return {"name": metadata.get("name"), "namespace": metadata.get("namespace"), "state": self.state,
                 "operational_status": status.get("operationalStatus", ""),
                 "error_type": status.get("errorType", ""), "error_message": status.get("errorMessage", ""),
@@ -225,7 +234,7 @@ class _Reconcile:
     def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool):
         self.store, self.provisioners, self.host, self.dry_run = store, provisioners, host, dry_run
         self.ref = Ref.of(host)
-        self.spec: dict[str, Any] = host.get("spec") or {}
+        self.spec: BareMetalHostSpec = cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})
         self.annotations: dict[str, str] = host["metadata"].get("annotations") or {}
         self.status: dict[str, Any] = copy.deepcopy(host.get("status") or {})
         self.status.setdefault("provisioning", {}).setdefault("state", NONE)
@@ -280,7 +289,7 @@ class _Reconcile:
         status without lastUpdated), then the annotation is removed; the next step goes on from that state."""
         text = self.annotations[STATUS_ANNOTATION]
         message = "status annotation removed"
-        if text and not (self.host.get("status") or {}).get("lastUpdated"):
+        if text and not (cast("BareMetalHost", self.host).get("status") or {}).get("lastUpdated"):
             status = json.loads(text)  # admission refused an annotation that is not a status
             self.host = self.store.update_status({**self.host, "status": status}, dry_run=self.dry_run)
             self.status = copy.deepcopy(status)
@@ -395,10 +404,10 @@ class _Reconcile:
 
     # -- what the spec asks for --------------------------------------------------------------------------
     def _image(self) -> dict[str, Any]:
-        return self.spec.get("image") or {}
+        return cast("dict[str, Any]", self.spec.get("image")) or {}  # as the provisioner takes it
 
     def _custom_deploy(self) -> str:
-        return (self.spec.get("customDeploy") or {}).get("method") or ""
+        return (self.spec.get("customDeploy") or cast("BareMetalHostSpecCustomDeploy", {})).get("method") or ""
 
     def _wants_image(self) -> bool:
         return bool(self._image().get("url") or self._custom_deploy())
@@ -432,7 +441,7 @@ class _Reconcile:
         version (for triedCredentials/goodCredentials); read once per step."""
         if self._data is not None:
             return self._data
-        bmc = self.spec.get("bmc") or {}
+        bmc = self.spec.get("bmc") or cast("BareMetalHostSpecBmc", {})
         name = bmc.get("credentialsName")
         if not name:
             raise HostFailure(REGISTRATION_ERROR, "spec.bmc.credentialsName: Required value")
@@ -452,7 +461,8 @@ class _Reconcile:
         data = HostData(access, boot_mac=(self.spec.get("bootMACAddress") or "").lower(),
                         boot_mode=self.spec.get("bootMode") or "", architecture=self.spec.get("architecture") or "",
                         automated_clean=self._automated_clean(), image=self._image(),
-                        custom_deploy=self._custom_deploy(), root_device_hints=self.spec.get("rootDeviceHints") or {},
+                        custom_deploy=self._custom_deploy(),
+                        root_device_hints=cast("dict[str, Any]", self.spec.get("rootDeviceHints")) or {},
                         inspection_mode=self.spec.get("inspectionMode") or "",
                         preprovisioning_network_data=self._preprovisioning_network_data())
         credentials = {"credentials": {"name": name, "namespace": self.ref.namespace},
@@ -525,7 +535,7 @@ class _Reconcile:
 
     # -- the states ----------------------------------------------------------------------------------------
     def _unmanaged(self) -> Action:
-        if not (self.spec.get("bmc") or {}).get("address"):
+        if not (self.spec.get("bmc") or cast("BareMetalHostSpecBmc", {})).get("address"):
             if self.state != UNMANAGED:
                 self._advance(UNMANAGED, "no BMC address: unmanaged")
             return REST

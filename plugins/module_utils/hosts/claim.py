@@ -16,7 +16,7 @@ import copy
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     Conflict,
@@ -42,6 +42,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.reservation
     State,
     reserve,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import BareMetalHost, BareMetalHostSpec
 
 FAILURE_DOMAIN_LABEL = "infrastructure.cluster.x-k8s.io/failure-domain"
 NODE_REUSE_LABEL = "infrastructure.cluster.x-k8s.io/node-reuse"
@@ -80,7 +83,7 @@ class Consumer:
         return {**ref, "uid": self.uid} if self.uid else ref
 
     def holds(self, host: Object) -> bool:
-        ref = (host.get("spec") or {}).get("consumerRef") or {}
+        ref = (cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})).get("consumerRef") or {}
         theirs = (ref.get("kind"), ref.get("name"), ref.get("namespace", host["metadata"].get("namespace")),
                   (ref.get("apiVersion") or "").split("/")[0])
         if theirs != (self.kind, self.name, self.namespace, self.api_version.split("/")[0]):
@@ -112,7 +115,9 @@ def host_selector(selector: Mapping[str, Any] | None) -> str:
 
 def exclusion(host: Object, reuse_name: str | None = None) -> str:
     """Why ``host`` cannot be chosen ('' when it can), as upstream's chooseHost filters."""
-    metadata, spec, status = host["metadata"], host.get("spec") or {}, host.get("status") or {}
+    view = cast("BareMetalHost", host)
+    metadata, status = host["metadata"], view.get("status") or {}
+    spec = view.get("spec") or cast("BareMetalHostSpec", {})
     labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
     reuse = labels.get(NODE_REUSE_LABEL)
     if reuse is not None and reuse != reuse_name:

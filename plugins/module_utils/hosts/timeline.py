@@ -27,12 +27,15 @@ from __future__ import annotations
 import datetime
 import io
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, rfc3339
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import host_state
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import BareMetalHost
 
 # Phases, in the order a host goes through them, and their colours (the legend's order).
 PHASES: tuple[tuple[str, str], ...] = (
@@ -104,7 +107,7 @@ def _label(host: Object) -> str:
 
 def _entered(host: Object, state: str, warnings: list[str]) -> datetime.datetime | None:
     """When the host entered its current ``state``: the Ready condition's last transition, whose reason it is."""
-    for condition in (host.get("status") or {}).get("conditions") or []:
+    for condition in (cast("BareMetalHost", host).get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready" and condition.get("reason") == state:
             try:
                 return parse_time(condition.get("lastTransitionTime"))
@@ -118,7 +121,7 @@ def latest_time(hosts: list[Object]) -> datetime.datetime | None:
     """The latest moment any of ``hosts`` records (operation edges, condition transitions): the picture's end."""
     moments: list[datetime.datetime] = []
     for host in hosts:
-        status = host.get("status") or {}
+        status = cast("BareMetalHost", host).get("status") or {}
         values = [edge for entry in (status.get("operationHistory") or {}).values() if isinstance(entry, dict)
                   for edge in (entry.get("start"), entry.get("end"))]
         values += [c.get("lastTransitionTime") for c in status.get("conditions") or []]
