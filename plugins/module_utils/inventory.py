@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
@@ -38,6 +38,18 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.templating.render import normalize_template_spec
+
+if TYPE_CHECKING:
+    from ansible_collections.metal3.baremetal.plugins.module_utils.api.types import (
+        BareMetalHost,
+        BareMetalHostSpec,
+        HostClaim,
+        HostClaimSpec,
+        IPAddress,
+        IPAddressSpec,
+        Metal3Data,
+        Metal3Machine,
+    )
 
 try:
     import jmespath
@@ -198,7 +210,7 @@ class _Facts:
         self.claims = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in objects.get(CLAIM[1], [])}
         self.addresses: dict[tuple[str | None, str], dict[str, str]] = {}  # (ns, IPClaim name) -> {pool: address}
         for address in objects.get("IPAddress", []):
-            spec = address.get("spec") or {}
+            spec = cast("IPAddress", address).get("spec") or cast("IPAddressSpec", {})
             claim, pool = (spec.get("claim") or {}).get("name"), (spec.get("pool") or {}).get("name")
             if claim and pool and spec.get("address"):
                 self.addresses.setdefault((address["metadata"].get("namespace"), claim), {})[pool] = spec["address"]
@@ -224,14 +236,15 @@ class _Facts:
 
     def runs_alone(self, host: Object) -> bool:
         """A host no listed machine or claim holds, running something."""
-        ref = (host.get("spec") or {}).get("consumerRef") or {}
+        ref = (cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})).get("consumerRef") or {}
         held = (ref.get("kind"), ref.get("namespace") or host["metadata"].get("namespace"), ref.get("name"))
         return held not in self.consumers and host_state(host) in RUNNING_STATES
 
     # -- one record per kind ------------------------------------------------------------------------------
     def machine(self, m3m: Object) -> tuple[HostRecord, Object]:
         namespace = m3m["metadata"]["namespace"]
-        spec, status = m3m.get("spec") or {}, m3m.get("status") or {}
+        view = cast("Metal3Machine", m3m)
+        spec, status = view.get("spec") or {}, view.get("status") or {}
         owner = owner_named(m3m, "Machine")
         machine = self.machines.get((namespace, owner["name"])) if owner else None
         labels = {**((machine or {}).get("metadata") or {}).get("labels", {}), **_labels(m3m)}
@@ -258,7 +271,8 @@ class _Facts:
         host = f"{bound.get('namespace', claim['metadata'].get('namespace'))}/{bound['name']}" if bound.get("name") \
             else ""
         labels = _labels(claim)
-        asked = (claim.get("spec") or {}).get("failureDomain") or labels.get(FAILURE_DOMAIN_LABEL, "")
+        asked = (cast("HostClaim", claim).get("spec") or cast("HostClaimSpec", {})).get("failureDomain") \
+            or labels.get(FAILURE_DOMAIN_LABEL, "")
         failure_domain = self.landed(host, claim["metadata"].get("namespace"), asked)
         state = "deleting" if claim["metadata"].get("deletionTimestamp") else (status.get("state") or
                                                                                ("bound" if host else "pending"))
@@ -268,7 +282,7 @@ class _Facts:
         return HostRecord(claim["metadata"]["name"], variables, _groups(variables)), claim
 
     def host(self, host: Object) -> tuple[HostRecord, Object]:
-        hardware = (host.get("status") or {}).get("hardware") or {}
+        hardware = (cast("BareMetalHost", host).get("status") or {}).get("hardware") or {}
         addresses = [{"type": "InternalIP", "address": nic["ip"]} for nic in hardware.get("nics") or []
                      if nic.get("ip")]
         if hardware.get("hostname"):
@@ -288,7 +302,8 @@ class _Facts:
                    for pool, address in pools.items() if claim == f"{data_name}-{pool}"}
         networks = dict(by_pool)
         data = self.data.get((namespace, data_name)) or {}
-        template = self.templates.get((namespace, ((data.get("spec") or {}).get("template") or {}).get("name")))
+        template = self.templates.get((namespace, ((cast("Metal3Data", data).get("spec") or {}).get("template") or {})
+                                           .get("name")))
         for network_id, pool in _template_networks(template):
             if pool in by_pool:
                 networks.setdefault(network_id, by_pool[pool])
@@ -328,7 +343,7 @@ def _machine_state(m3m: Object, cluster: Object | None, host: str) -> str:
 
 
 def _variables(obj: Object, host: str, failure_domain: str, state: str, provider_id: str, cluster: str, role: str,
-               addresses: list[dict[str, str]], networks: dict[str, str]) -> dict[str, Any]:
+               addresses: Iterable[Mapping[str, Any]], networks: dict[str, str]) -> dict[str, Any]:
     return {"metal3_kind": obj["kind"], "metal3_api_version": obj["apiVersion"], "metal3_name": obj["metadata"]["name"],
             "metal3_namespace": obj["metadata"].get("namespace", ""), "metal3_host": host,
             "metal3_failure_domain": failure_domain or "", "metal3_state": state, "metal3_provider_id": provider_id,
