@@ -301,9 +301,8 @@ class _Facts:
         by_pool = {pool: address for (ns, claim), pools in self.addresses.items() if ns == namespace
                    for pool, address in pools.items() if claim == f"{data_name}-{pool}"}
         networks = dict(by_pool)
-        data = self.data.get((namespace, data_name)) or {}
-        template = self.templates.get((namespace, ((cast("Metal3Data", data).get("spec") or {}).get("template") or {})
-                                           .get("name")))
+        data = cast("Metal3Data", self.data.get((namespace, data_name)) or {})
+        template = self.templates.get((namespace, ((data.get("spec") or {}).get("template") or {}).get("name")))
         for network_id, pool in _template_networks(template):
             if pool in by_pool:
                 networks.setdefault(network_id, by_pool[pool])

@@ -417,8 +417,8 @@ class _Flow:
         result: dict[str, Any] = {key: spec[key] for key in ("metaData", "networkData") if spec.get(key)}
         if claim is not None:
             rendered = (claim.get("status") or {})["renderedData"]  # a claim is ready once it has one
-            data = cast("Metal3Data", self.store.get(Ref(INFRA_API, "Metal3Data", rendered["name"],
-                                                          self.ref.namespace)))
+            data_ref = Ref(INFRA_API, "Metal3Data", rendered["name"], self.ref.namespace)
+            data = cast("Metal3Data", self.store.get(data_ref))
             result.update({key: data["spec"][key] for key in ("metaData", "networkData") if data["spec"].get(key)})
             result["renderedData"] = rendered
         return result
