@@ -62,42 +62,76 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _write_pki(directory: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1, and the service-account signing key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+def _new_key() -> Any:
     from cryptography.hazmat.primitives.asymmetric import rsa
+
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pem_key(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def _serving_cert(ca: Any, ca_key: Any, common_name: str, dns_names: list[str], ips: list[str]) -> tuple[Any, Any]:
+    """A serving certificate and its key, signed by ``ca``, for these names and addresses."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import NameOID
 
-    def key() -> Any:
-        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.UTC)
+    key = _new_key()
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(
+                [*(x509.DNSName(name) for name in dns_names),
+                 *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert, key
 
-    def pem_key(k: Any) -> bytes:
-        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                               serialization.NoEncryption())
+
+def _write_pki(directory: Path) -> None:
+    """A CA (its key kept, for write_serving_cert), a serving certificate for 127.0.0.1, and the service-account
+    signing key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
 
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = key()
+    ca_key = _new_key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "metal3-test-ca")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
           .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
           .not_valid_after(now + datetime.timedelta(days=30))
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
           .sign(ca_key, hashes.SHA256()))
-    server_key = key()
-    server = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-              .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
-              .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=30))
-              .add_extension(x509.SubjectAlternativeName([
-                  x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
-                  x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
-              ]), critical=False)
-              .sign(ca_key, hashes.SHA256()))
+    server, server_key = _serving_cert(ca, ca_key, "kube-apiserver",
+                                       ["localhost", "kubernetes", "kubernetes.default"], ["127.0.0.1", "10.0.0.1"])
     (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "ca.key").write_bytes(_pem_key(ca_key))
+    (directory / "ca.key").chmod(0o600)
     (directory / "server.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    (directory / "server.key").write_bytes(pem_key(server_key))
-    (directory / "sa.key").write_bytes(pem_key(key()))
+    (directory / "server.key").write_bytes(_pem_key(server_key))
+    (directory / "sa.key").write_bytes(_pem_key(_new_key()))
+
+
+def write_serving_cert(pki: Path, cert_dir: Path, common_name: str) -> None:
+    """``cert_dir``/tls.crt and tls.key, as controller-runtime's webhook servers read them: a certificate for
+    127.0.0.1 and localhost signed by the CA _write_pki made in ``pki``, which kube-apiserver trusts as caBundle."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    cert, key = _serving_cert(ca, ca_key, common_name, ["localhost"], ["127.0.0.1"])
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    (cert_dir / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (cert_dir / "tls.key").write_bytes(_pem_key(key))
+    (cert_dir / "tls.key").chmod(0o600)
 
 
 class KubeCluster:
