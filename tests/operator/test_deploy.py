@@ -277,3 +277,15 @@ def test_capm3_kinds_convert_through_the_operators_webhook_with_a_certificate_fr
                 "path": "/convert", "port": 443}
             assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
                 f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+
+
+def test_capm3_kinds_carry_cluster_apis_contract_labels():
+    # Cluster API's controllers find the version of a kind a v1beta2 reference names (group and kind) from these
+    # labels, as they do for CAPM3's CRDs; every CAPM3 kind serves both versions.
+    crds = [o for o in kustomize(CONFIG) if o["kind"] == "CustomResourceDefinition"
+            and o["spec"]["names"]["kind"].startswith("Metal3")]
+    assert len(crds) == 9
+    for crd in crds:
+        assert {v["name"] for v in crd["spec"]["versions"] if v["served"]} == {"v1beta1", "v1beta2"}
+        assert crd["metadata"]["labels"] == {"cluster.x-k8s.io/v1beta1": "v1beta1",
+                                             "cluster.x-k8s.io/v1beta2": "v1beta2"}, crd["metadata"]["name"]
