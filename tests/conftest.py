@@ -13,7 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
-pytest_plugins = ["tests.harness.pytest_kube", "tests.harness.pytest_ironic"]
+pytest_plugins = ["tests.harness.pytest_kube", "tests.harness.pytest_cluster_api", "tests.harness.pytest_ironic"]
 
 BACKENDS = ["local", "kubernetes"]
 T = TypeVar("T")
