@@ -59,13 +59,31 @@ def wait_for_agent(domain: str, timeout: float) -> None:
             time.sleep(3)
 
 
-def wait_for_cloud_init(domain: str, timeout: float = 600) -> None:
-    """Wait until cloud-init has run all its stages (`cloud-init status --wait`); it fails with the end of the
-    guest's cloud-init output when cloud-init reports an error."""
-    done = execute(domain, ["/usr/bin/cloud-init", "status", "--wait", "--long"], timeout=timeout)
+def wait_for_cloud_init(domain: str, timeout: float = 1800) -> None:
+    """Wait until cloud-init has run all its stages (`cloud-init status --wait`). The agent answers early in the
+    boot (sysinit), long before cloud-init's last stage on an emulated machine sharing busy cores. Fails with
+    cloud-init's status, the end of its log and systemd's pending jobs when it reports an error or is not done in
+    ``timeout`` seconds."""
+    try:
+        done = execute(domain, ["/usr/bin/cloud-init", "status", "--wait", "--long"], timeout=timeout)
+    except GuestUnavailable as error:
+        raise AssertionError(f"cloud-init in {domain}: {error}\n{_cloud_init_story(domain)}") from None
     if done.rc != 0:
-        log = execute(domain, ["/usr/bin/tail", "-n", "80", "/var/log/cloud-init-output.log"])
-        raise AssertionError(f"cloud-init in {domain}: {done.out}{done.err}\n{log.out}")
+        raise AssertionError(f"cloud-init in {domain}: {done.out}{done.err}\n{_cloud_init_story(domain)}")
+
+
+def _cloud_init_story(domain: str) -> str:
+    """What the guest says of cloud-init and its boot, for a failure's message."""
+    said = []
+    for argv in (["/usr/bin/cloud-init", "status", "--long"], ["/usr/bin/systemctl", "list-jobs", "--no-pager"],
+                 ["/usr/bin/tail", "-n", "40", "/var/log/cloud-init.log"],
+                 ["/usr/bin/tail", "-n", "40", "/var/log/cloud-init-output.log"]):
+        try:
+            done = execute(domain, argv)
+            said.append(f"$ {' '.join(argv)}\n{done.out}{done.err}")
+        except GuestUnavailable as error:
+            said.append(f"$ {' '.join(argv)}: {error}")
+    return "\n".join(said)
 
 
 @dataclass

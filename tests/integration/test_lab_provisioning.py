@@ -2,11 +2,13 @@
 DHCP), inspected by the agent, provisioned by playbooks/lab-demo.yml with the seed's per-failure-domain bond +
 VLAN templates, and checked from inside each booted guest; then deprovisioned (cleaned) and deleted.
 
+The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
+
+That much runs in make test. With METAL3_LAB_FULL=1 (`make lab-test-full`), too long for make test:
+
 The demo's cluster is hybrid: its control plane is the servers, its two workers virtual machines of the lab's
 libvirt (HostClaims of kind libvirt, one per failure domain), from the same data templates; inside each, cloud-init
 applied the network data on its config drive; scaled down, the machines are deleted with their disks.
-
-The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
 
 Beside the demo, at the same time, a third server becomes a metal-stack firewall (playbooks/lab-metal-stack.yml):
 a MetalStackCluster's MetalStackFirewall, pinned to it, boots the lab's Debian image with its nftables rule set,
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -40,13 +43,18 @@ IRONIC_PLAYBOOK = REPO / "playbooks" / "lab-ironic.yml"
 METAL_STACK_PLAYBOOK = REPO / "playbooks" / "lab-metal-stack.yml"
 BASE = REPO / "build" / "lab-provisioning"
 NETNS = "metal3-lab-prov"
+# make test runs the demo on its two servers; METAL3_LAB_FULL=1 (`make lab-test-full`) makes the demo's cluster
+# hybrid (two workers on libvirt VMs) and adds the metal-stack firewall's server beside it: five guests under
+# emulation, over an hour on two busy cores - too long for make test (which runs this beside everything else).
+FULL = os.environ.get("METAL3_LAB_FULL") == "1"
 # One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
-VM_WORKERS = 2
+VM_WORKERS = 2 if FULL else 0
 DEMO_SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
                 {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
 # The metal-stack firewall's server (IPMI and PXE), which the demo leaves alone.
 FIREWALL_SERVER = "lab-prov-2"
-SERVERS = [*DEMO_SERVERS, {"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}]
+SERVERS = [*DEMO_SERVERS, *([{"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}]
+                             if FULL else [])]
 LAB = {"virtual_lab_base_dir": str(BASE), "virtual_lab_netns": NETNS, "virtual_lab_bridge": "labpbr0",
        "virtual_lab_servers": SERVERS}
 # The gateway of each failure domain's management VLAN (playbooks/files/lab/cluster.yaml.j2).
@@ -79,16 +87,18 @@ def metal_stack(images: Path, state: str = "present") -> str:
 
 
 def side_by_side(images: Path, state: str = "present") -> tuple[str, str]:
-    """The demo and the metal-stack firewall at once, each its own ansible-playbook on the lab's one Ironic and
-    store, as two users would: the servers are enrolled, inspected, cleaned, deployed and deprovisioned together.
-    Ironic is started first (both playbooks' first play then finds it running)."""
+    """The demo and (FULL) the metal-stack firewall at once, each its own ansible-playbook on the lab's one Ironic
+    and store, as two users would: the servers are enrolled, inspected, cleaned, deployed and deprovisioned
+    together. Ironic is started first (both playbooks' first play then finds it running). Without FULL, the
+    firewall's output is ''."""
     if state == "present":
         ironic = ansible_playbook(IRONIC_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images)},
                                   timeout=900, netns=NETNS)
         assert ironic.ok, ironic.output[-5000:]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        ours, theirs = pool.submit(demo, images, state), pool.submit(metal_stack, images, state)
-        return ours.result(), theirs.result()
+        ours = pool.submit(demo, images, state)
+        theirs = pool.submit(metal_stack, images, state) if FULL else None
+        return ours.result(), theirs.result() if theirs else ""
 
 
 def stored(kind: str) -> dict[str, dict[str, Any]]:
@@ -177,13 +187,15 @@ def provision_check_and_release(images: Path) -> None:
     acked = set(re.findall(r"DHCPACK\(labpbr0\) \S+ (\S+)", (BASE / "dnsmasq.log").read_text()))
     assert servers[DEMO_SERVERS[0]["name"]]["macs"][0] in acked
     assert not acked & set(servers[DEMO_SERVERS[1]["name"]]["macs"])
-    assert servers[FIREWALL_SERVER]["macs"][0] in acked  # the firewall's agent, by PXE too
+    if FULL:
+        assert servers[FIREWALL_SERVER]["macs"][0] in acked  # the firewall's agent, by PXE too
     assert "Seen from inside the guests" in output
 
     machines = stored("Metal3Machine")
     assert len(machines) == len(DEMO_SERVERS) + VM_WORKERS
     on_vms = {name: m for name, m in machines.items() if m["spec"].get("kind") == "libvirt"}
-    assert len(on_vms) == VM_WORKERS and {m["spec"]["failureDomain"] for m in on_vms.values()} == {"az-a", "az-b"}
+    assert len(on_vms) == VM_WORKERS
+    assert {m["spec"]["failureDomain"] for m in on_vms.values()} == ({"az-a", "az-b"} if VM_WORKERS else set())
     assert all(name.startswith("my-cluster-workers-") for name in on_vms)
     # The table (a debug message: its lines are escaped) says which class serves each machine.
     for name in machines:
@@ -220,14 +232,15 @@ def provision_check_and_release(images: Path) -> None:
         assert len(addresses) == 2
         assert seen.default_gateway == GATEWAYS[domain]
 
-    started = time.monotonic()
-    check_firewall(servers[FIREWALL_SERVER], metal_stack_output)
-    print(f"firewall checked from inside its guest in {time.monotonic() - started:.0f}s")
+    if FULL:
+        started = time.monotonic()
+        check_firewall(servers[FIREWALL_SERVER], metal_stack_output)
+        print(f"firewall checked from inside its guest in {time.monotonic() - started:.0f}s")
 
     # A second run changes nothing, in either playbook.
     again, metal_stack_again = side_by_side(images)
     assert re.search(r"changed=0\s", again), again[-3000:]
-    assert re.search(r"changed=0\s", metal_stack_again), metal_stack_again[-3000:]
+    assert not FULL or re.search(r"changed=0\s", metal_stack_again), metal_stack_again[-3000:]
 
     # Deprovision (metadata cleaning, power off) and delete: no Ironic node is left. The firewall goes with its
     # cluster: its host deprovisioned (cleaned) and freed - still enrolled, available, held by no one, without
@@ -235,8 +248,8 @@ def provision_check_and_release(images: Path) -> None:
     started = time.monotonic()
     _demo_output, metal_stack_output = side_by_side(images, "absent")
     print(f"deprovisioned and deleted in {time.monotonic() - started:.0f}s")
-    assert re.search(rf"^{FIREWALL_SERVER}\s+available\s+-\s+-\s*$", metal_stack_output, re.MULTILINE), \
-        metal_stack_output[-5000:]
+    assert not FULL or re.search(rf"^{FIREWALL_SERVER}\s+available\s+-\s+-\s*$", metal_stack_output,
+                                 re.MULTILINE), metal_stack_output[-5000:]
     for kind in ("MetalStackCluster", "MetalStackFirewall", "IPPrefixClaim", "IPPrefixPool", "MachineType"):
         assert stored(kind) == {}, kind
     pools = {"lab-public", f"{METAL_STACK_CLUSTER}-node-network"}
@@ -249,7 +262,7 @@ def provision_check_and_release(images: Path) -> None:
     assert {domain_state(name) for name in servers} == {"shut off"}
     # The workers' virtual machines are gone, with their disks and config drives (the images they started from
     # stay, for the next ones).
-    assert {domain_state(f"metal3.{name}") for name in on_vms} == {""}
+    assert [domain_state(f"metal3.{name}") for name in on_vms] == [""] * len(on_vms)
     assert stored("HostClaim") == {} and stored("HardwareData") == {}
     assert sorted(p.name for p in (BASE / "vms").iterdir()) == ["images"]
     # Automated cleaning in metadata mode, before each server was first available and when it was deprovisioned:
