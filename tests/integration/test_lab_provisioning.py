@@ -264,7 +264,8 @@ def provision_check_and_release(images: Path) -> None:
     # stay, for the next ones).
     assert [domain_state(f"metal3.{name}") for name in on_vms] == [""] * len(on_vms)
     assert stored("HostClaim") == {} and stored("HardwareData") == {}
-    assert sorted(p.name for p in (BASE / "vms").iterdir()) == ["images"]
+    if VM_WORKERS:  # without workers the lab's libvirt made no storage directory
+        assert sorted(p.name for p in (BASE / "vms").iterdir()) == ["images"]
     # Automated cleaning in metadata mode, before each server was first available and when it was deprovisioned:
     # the agent erased its disk's metadata, never the whole disk (Metal3's Ironic's configuration).
     steps = erase_steps_run(log_start)
