@@ -30,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from tests.harness.cache import cached
+
 REPO = Path(__file__).resolve().parents[2]
 for _path in (REPO / "operator", REPO / "build" / "collections"):
     # metal3_operator.crds, and the engine's conversion it imports, when this file runs as a script (`make cluster`)
@@ -49,11 +51,7 @@ def binaries_dir() -> Path:
     """Where the binaries are: METAL3_KUBE_BIN_DIR, else what hack/kube-binaries.sh builds or has cached."""
     if os.environ.get("METAL3_KUBE_BIN_DIR"):
         return Path(os.environ["METAL3_KUBE_BIN_DIR"])
-    built = subprocess.run(["bash", str(REPO / "hack" / "kube-binaries.sh")], capture_output=True, text=True,
-                           check=False)
-    if built.returncode != 0:
-        raise ClusterError(f"hack/kube-binaries.sh failed:\n{built.stderr[-3000:]}")
-    return Path(built.stdout.strip().splitlines()[-1])
+    return cached("kube-binaries.sh", ClusterError)
 
 
 def free_port() -> int:

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from tests.harness.cache import cached
 from tests.harness.cluster import REPO, ClusterError, KubeCluster, free_port, write_serving_cert
 
 
@@ -60,11 +61,7 @@ class ClusterAPIError(ClusterError):
 
 def cluster_api_dir() -> Path:
     """The cache hack/cluster-api.sh fills (it builds on a cold machine, and prints it at once on a warm one)."""
-    built = subprocess.run(["bash", str(REPO / "hack" / "cluster-api.sh")], capture_output=True, text=True,
-                           check=False)
-    if built.returncode != 0:
-        raise RuntimeError(f"hack/cluster-api.sh failed:\n{built.stderr[-3000:]}")
-    return Path(built.stdout.strip().splitlines()[-1])
+    return cached("cluster-api.sh")
 
 
 # -- manifests, as upstream's kustomize + cert-manager would render them for loopback ---------------

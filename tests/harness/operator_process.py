@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from tests.harness.cache import cached
 from tests.harness.cluster import KubeCluster, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,11 +136,7 @@ LOCK = Path(tempfile.gettempdir()) / "metal3-baremetal-ansible-operator.lock"
 
 def ansible_operator_binary() -> Path:
     """The real ``ansible-operator``: what hack/ansible-operator.sh builds or has cached."""
-    built = subprocess.run(["bash", str(REPO / "hack" / "ansible-operator.sh")], capture_output=True, text=True,
-                           check=False)
-    if built.returncode != 0:
-        raise RuntimeError(f"hack/ansible-operator.sh failed:\n{built.stderr[-3000:]}")
-    return Path(built.stdout.strip().splitlines()[-1])
+    return cached("ansible-operator.sh")
 
 
 def ansible_operator_env(env: dict[str, str]) -> dict[str, str]:
