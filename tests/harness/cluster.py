@@ -7,8 +7,8 @@ The collection's conversion webhook runs beside them, as CAPM3's does on a real 
 v1beta2 and serve v1beta1, and only a webhook converts between them.
 
 CLI, for people (`make cluster` / `make cluster-down`):
-    python tests/harness/cluster.py up --dir DIR     start detached, install the CRDs, print the KUBECONFIG
-    python tests/harness/cluster.py down --dir DIR   stop what `up` started
+    python -m tests.harness.cluster up --dir DIR     start detached, install the CRDs, print the KUBECONFIG
+    python -m tests.harness.cluster down --dir DIR   stop what `up` started
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from tests.harness.cache import cached
 
 REPO = Path(__file__).resolve().parents[2]
 for _path in (REPO / "operator", REPO / "build" / "collections"):
-    # metal3_operator.crds, and the engine's conversion it imports, when this file runs as a script (`make cluster`)
+    # metal3_operator.crds, and the engine's conversion it imports, when this module runs as `make cluster` runs it
     if str(_path) not in sys.path:
         sys.path.append(str(_path))
 CRD_FILES = [*sorted((REPO / "config" / "crd").glob("*.yaml")),

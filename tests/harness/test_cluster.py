@@ -48,9 +48,9 @@ def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
     from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
     from tests.harness.cluster import REPO
 
-    script = [sys.executable, str(REPO / "tests" / "harness" / "cluster.py")]
+    script = [sys.executable, "-m", "tests.harness.cluster"]  # as `make cluster` runs it
     up = subprocess.run([*script, "up", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
-                        check=False)
+                        check=False, cwd=REPO)
     try:
         assert up.returncode == 0, up.stderr
         last = up.stdout.strip().splitlines()[-1]
@@ -59,6 +59,6 @@ def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
             assert store.list("ipam.metal3.io/v1alpha1", "IPPool", "default") == []
     finally:
         down = subprocess.run([*script, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60,
-                              check=False)
+                              check=False, cwd=REPO)
     assert down.returncode == 0, down.stderr
     assert "stopped 4 processes" in down.stdout  # etcd, kube-apiserver, controller-manager, conversion webhook
