@@ -11,7 +11,10 @@ one the server imported Ansible with (the first run's) and its directory has no 
 the child starts the real ansible-playbook, which is slower and otherwise the same.
 
 The server is single-threaded (forking a threaded process is unsafe) and exits when its standard input, a pipe
-from the operator, closes.
+from the operator, closes. A run ends with its client: when the client goes away before the run has ended
+(ansible-runner cancelled it, or timed it out, and killed it), the server ends the run's whole process tree - the
+fork, its task workers (Ansible puts each in a session of its own, out of reach of a process group signal) and what
+their tasks started (``end_process_tree``); when the server exits, it ends every run still going the same way.
 
 Resetting ansible-playbook's per-process state between forks (``_reset_run_state``) and rebinding ansible-runner's
 event callback reach into internals of both: their versions are pinned exactly (operator/requirements.txt says why),
@@ -33,7 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 import traceback
 import warnings
 from typing import Any
@@ -43,6 +46,8 @@ from packaging.version import InvalidVersion, Version
 # Set per run by ansible-runner and read only while the run goes (by its event callback), never at import.
 PER_RUN_ENV = frozenset({"AWX_ISOLATED_DATA_DIR", "PWD", "OLDPWD"})
 MAX_REQUEST = 1 << 20
+# Seconds a run has to exit once its client has gone: one that has told the client its outcome is exiting already.
+RUN_EXIT_GRACE = 0.2
 # The ansible-core releases whose private per-process state _reset_run_state is tested to reset: the lowest and the
 # highest, both included (operator/requirements.txt pins the one the tests run). Widen an edge only once
 # tests/operator/test_runner.py passes on the release at that edge. The collection's own requirement
@@ -84,6 +89,57 @@ def check_ansible_core(found: str | None = None) -> str:
     return found
 
 
+def _children() -> dict[int, list[int]]:
+    """Each live process's children, read from /proc (a zombie has none, and is nobody's to stop)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        state, ppid = _state(int(entry.name))
+        if state and state not in "ZX":
+            children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _state(pid: int) -> tuple[str, int]:
+    """A process's state letter and parent, or ("", 0) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()  # the command name, in parentheses, may hold anything
+    except OSError:
+        return "", 0
+    return fields[0].decode(), int(fields[1])
+
+
+def _wait_stopped(pid: int, deadline: float) -> None:
+    """Until pid is stopped (it can no longer fork, nor exit and leave its children to init), gone, or deadline."""
+    while _state(pid)[0] not in ("T", "t", "Z", "X", "") and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def end_process_tree(root: int, timeout: float = 2.0) -> list[int]:
+    """Kill root and every process descended from it, whatever session or process group each is in, and return
+    their pids. Top-down, each process is stopped (SIGSTOP) before its children are read, so that none forks a
+    child unseen or exits and leaves one to init; then all are killed (SIGKILL: nothing of the run may go on, nor
+    decide not to). A process still not stopped after ``timeout`` (in uninterruptible sleep) is killed as found."""
+    deadline = time.monotonic() + timeout
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        for pid in frontier:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                found.append(pid)
+        for pid in frontier:
+            _wait_stopped(pid, deadline)
+        children = _children()
+        frontier = [child for pid in frontier for child in children.get(pid, []) if child not in found]
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
 def _ansible_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in PER_RUN_ENV}
 
@@ -95,6 +151,10 @@ class Server:
         self.preload = preload
         self.imported_env: dict[str, str] | None = None
         self.event_modules: list[Any] = []
+        # Each run's pid and the server's end of its client's connection, until the run is reaped. The server
+        # reaps its runs itself (not the kernel, with SIGCHLD ignored): a pid here is never one reused by
+        # another process.
+        self.runs: dict[int, socket.socket] = {}
 
     def serve(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -103,18 +163,64 @@ class Server:
         listener.bind(self.socket_path)
         os.chmod(self.socket_path, 0o600)
         listener.listen(128)
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runs are reaped by the kernel
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator decides when we stop
         try:
             while True:
-                readable = select.select([listener, sys.stdin], [], [])[0]
+                # A run that ended is a zombie until reaped: the timeout reaps one whose client lingers.
+                readable = select.select([listener, sys.stdin, *self.runs.values()], [], [], 5)[0]
+                self._reap()
                 if sys.stdin in readable and not os.read(sys.stdin.fileno(), 4096):
                     return
+                for pid, conn in list(self.runs.items()):
+                    if conn in readable:
+                        self._client_gone(pid, conn)
                 if listener in readable:
                     self._accept(listener)
         finally:
+            self._end_runs()
             listener.close()
             os.unlink(self.socket_path)
+
+    def _reap(self) -> None:
+        """Reap the runs that have exited; each one's client has its outcome from the run itself."""
+        for pid in list(self.runs):
+            if self._reaped(pid):
+                self.runs.pop(pid).close()
+
+    @staticmethod
+    def _reaped(pid: int) -> bool:
+        try:
+            return os.waitpid(pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            return True
+
+    def _client_gone(self, pid: int, conn: socket.socket) -> None:
+        """The client sends nothing after its request: its end readable means it has gone - as it does once it has
+        the run's outcome, the run exiting. A run that does not exit within RUN_EXIT_GRACE is one whose client
+        was killed out of it (a cancel, a timeout): the whole run ends."""
+        with contextlib.suppress(OSError):
+            if conn.recv(16):
+                return
+        deadline = time.monotonic() + RUN_EXIT_GRACE
+        while not self._reaped(pid):
+            if time.monotonic() >= deadline:
+                end_process_tree(pid)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.002)
+        self.runs.pop(pid)
+        conn.close()
+
+    def _end_runs(self) -> None:
+        """On the server's way out: end every run still going, and reap them."""
+        for pid in self.runs:
+            if not self._reaped(pid):
+                end_process_tree(pid)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+        for conn in self.runs.values():
+            conn.close()
+        self.runs.clear()
 
     def _accept(self, listener: socket.socket) -> None:
         conn = listener.accept()[0]
@@ -139,12 +245,17 @@ class Server:
         if pid == 0:
             log = os.dup(2)
             try:
+                # Not the run's: the server's listener, the other runs' connections (whose clients would
+                # otherwise not see their run end while this one lives).
+                listener.close()
+                for other in self.runs.values():
+                    other.close()
                 _run(conn, fds, request, warm, self.ansible_playbook, self.event_modules)
             except BaseException:  # noqa: BLE001 - said where the operator's log shows it, then gone
                 os.write(log, f"prefork: run failed to start:\n{traceback.format_exc()}".encode())
             finally:
                 os._exit(70)
-        conn.close()
+        self.runs[pid] = conn  # watched: the client going away ends the run
         for fd in fds:
             os.close(fd)
 
@@ -229,9 +340,10 @@ class Server:
 
 def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: bool, ansible_playbook: str,
          event_modules: list[Any]) -> None:
-    """In the forked child: become the run's ansible-playbook, and tell the client how it ended."""
+    """In the forked child: become the run's ansible-playbook, and tell the client how it ended. When the client
+    goes away first, the server ends the run."""
     os.setsid()  # signals to the server's group are not the run's
-    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -241,14 +353,6 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any], warm: boo
     os.environ.update(request["env"])
     argv = [ansible_playbook, *request["argv"][1:]]
     conn.sendall(f"pid {os.getpid()}".encode())
-
-    def watch_client() -> None:
-        # The client is gone (ansible-runner cancelled or was killed): so is this run.
-        with contextlib.suppress(OSError):
-            conn.recv(16)
-        os.killpg(0, signal.SIGTERM)
-
-    threading.Thread(target=watch_client, daemon=True).start()
     if not warm:
         _report(conn, subprocess.call([sys.executable, *argv]))
     # The warm-up configured the collection loader already, for the same paths: that is the point.

@@ -24,7 +24,7 @@ import ansible_runner
 import ptyprocess
 import yaml
 
-from metal3_operator.prefork import check_ansible_core
+from metal3_operator.prefork import check_ansible_core, end_process_tree
 from metal3_operator.watches import Watch, WatchesError, parse_duration
 
 log = logging.getLogger("metal3_operator.runner")
@@ -50,6 +50,26 @@ def patch_pty_close() -> None:
         ptyprocess.PtyProcess.close = _close_without_waiting_for_the_dead(ptyprocess.PtyProcess.close)
 
 
+def _end_the_whole_run(handle_termination: Callable[..., None]) -> Callable[..., None]:
+    """ansible-runner ends a cancelled (or timed out) run by killing its child's process group: ansible-playbook,
+    but not its task workers, each of which Ansible puts in a session of its own, nor what their tasks started -
+    they would go on, reparented to init. This ends the child's whole process tree first (with prefork, the child
+    is the client, and its going ends the run on the server's side)."""
+    def wrapped(cls: type, pid: int, pidfile: str | None = None) -> None:
+        end_process_tree(pid)
+        handle_termination(pid, pidfile)
+
+    wrapped.ends_the_whole_run = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+def patch_run_termination() -> None:
+    """Install the termination above, once, as the Runner starts (as patch_pty_close)."""
+    if not getattr(ansible_runner.runner.Runner.handle_termination, "ends_the_whole_run", False):
+        ansible_runner.runner.Runner.handle_termination = classmethod(
+            _end_the_whole_run(ansible_runner.runner.Runner.handle_termination))
+
+
 HERE = Path(__file__).resolve().parent
 # Imported by the prefork server once, so that each run's action plugins find them already loaded (and the
 # engine's caches filled: its store backends, kinds and schema validators).
@@ -64,6 +84,8 @@ REQUEUE_ACTIONS = {"requeue_after", "operator_sdk.util.requeue_after"}
 # for the tests that run the real one, posts nowhere here (and would log that for each event). The Runner drops it
 # when it starts.
 UNUSED_RUNNER_PLUGINS = ("http",)
+# Seconds Runner.close waits for the runs it cancels to return: ansible-runner looks at a run's cancel every 5 s.
+CLOSE_TIMEOUT = 15.0
 
 
 @dataclass
@@ -123,6 +145,7 @@ class Runner:
         if prefork:
             check_ansible_core()  # UntestedAnsibleCore before anything is started or written
         patch_pty_close()
+        patch_run_termination()
         for plugin in UNUSED_RUNNER_PLUGINS:
             ansible_runner.plugins.pop(plugin, None)
         self.dir = runner_dir.resolve()  # the prefork server and its clients run elsewhere
@@ -135,6 +158,10 @@ class Runner:
         self.inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
         self._server: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        # Set by close: runs under way are cancelled, and close waits for them to return.
+        self._closing = threading.Event()
+        self._runs = 0
+        self._runs_done = threading.Condition()
         # The ansible-playbook of this Python's environment, whatever PATH says.
         ansible_playbook = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable)) \
             or shutil.which("ansible-playbook")
@@ -156,12 +183,17 @@ class Runner:
         self.envvars.update(METAL3_PREFORK_SOCKET=str(socket_path), METAL3_PREFORK_ANSIBLE_PLAYBOOK=ansible_playbook)
 
     def close(self) -> None:
+        """End every run under way, whole (see ``_end_the_whole_run``), and the prefork server; return once the
+        runs have returned (or CLOSE_TIMEOUT has passed)."""
+        self._closing.set()
         if self._server and self._server.poll() is None:
-            self._server.stdin.close()  # type: ignore[union-attr]
+            self._server.stdin.close()  # type: ignore[union-attr]  # the server ends its runs, then exits
             try:
                 self._server.wait(10)
             except subprocess.TimeoutExpired:
                 self._server.kill()
+        with self._runs_done:  # ansible-runner asks each run's cancel every pexpect_timeout (5 s)
+            self._runs_done.wait_for(lambda: self._runs == 0, CLOSE_TIMEOUT)
 
     def playbook(self, watch: Watch, finalizer: bool) -> str:
         """The playbook a run executes: the watch's, or a play applying its role to localhost."""
@@ -209,12 +241,23 @@ class Runner:
         extravars.write_text(json.dumps(variables))
         extravars.chmod(0o600)
         events = Events()
-        runner = ansible_runner.run(
-            private_data_dir=str(private), binary=self._binary, cmdline=shlex.quote(self.playbook(watch, finalizer)),
-            inventory=str(self.inventory), envvars=self.envvars,
-            verbosity=verbosity or None, quiet=True, event_handler=events, fact_cache_type="memory",
-            rotate_artifacts=max_artifacts or watch.max_runner_artifacts, cancel_callback=cancel,
-            settings={"suppress_ansible_output": True})
+
+        def cancelled() -> bool:
+            return self._closing.is_set() or (cancel is not None and cancel())
+
+        with self._runs_done:
+            self._runs += 1
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(private), binary=self._binary,
+                cmdline=shlex.quote(self.playbook(watch, finalizer)), inventory=str(self.inventory),
+                envvars=self.envvars, verbosity=verbosity or None, quiet=True, event_handler=events,
+                fact_cache_type="memory", rotate_artifacts=max_artifacts or watch.max_runner_artifacts,
+                cancel_callback=cancelled, settings={"suppress_ansible_output": True})
+        finally:
+            with self._runs_done:
+                self._runs -= 1
+                self._runs_done.notify_all()
         counts = events.counts()
         if runner.status == "successful" and events.stats is not None and not events.failures:
             return Result(True, [], counts, events.requeue, events.wait_on)

@@ -7,13 +7,17 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from metal3_operator.parameters import extra_vars
+from metal3_operator.prefork import end_process_tree
 from metal3_operator.runner import Runner
 from metal3_operator.watches import Watch
 
@@ -132,6 +136,95 @@ def test_a_run_is_cancelled_when_asked(runner, tmp_path):
                         cancel=lambda: time.monotonic() - started > 2)
     assert not result.ok
     assert time.monotonic() - started < 30
+
+
+
+def slow_playbook(tmp_path: Path) -> tuple[Path, Path]:
+    """A play whose one task runs a process that starts another, both naming tmp_path, and waits a minute; and the
+    file the last one writes once it is up. The last one ignores SIGTERM, as a task finishing a write might."""
+    up = tmp_path / "up"
+    waits = (f"import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             f"pathlib.Path({str(up)!r}).touch(); time.sleep(60)")
+    starts = f"import subprocess, sys; subprocess.call([sys.executable, '-c', {waits!r}, sys.argv[1]])"
+    slow = tmp_path / "slow.yml"
+    slow.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.command": {"argv": ["{{ ansible_python_interpreter }}", "-c", starts, str(tmp_path)]}}]}]))
+    return slow, up
+
+
+def processes_naming(marker: Path, runner: Runner | None) -> list[str]:
+    """The processes whose command line names marker: a run's ansible-playbook and its task workers (fresh), the
+    task's own processes; with prefork, the forked run and its workers name the server's socket - the server
+    itself, which outlives a run, is left out."""
+    spared = {os.getpid(), runner._server.pid if runner and runner._server else 0}
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and int(proc.name) not in spared and str(marker) in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found
+
+
+def gone(marker: Path, runner: Runner | None) -> list[str]:
+    """The processes naming marker that are still there once they have had a few seconds to go."""
+    deadline = time.monotonic() + 10
+    while (left := processes_naming(marker, runner)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_a_cancelled_run_leaves_none_of_its_processes(runner, tmp_path):
+    """Cancelling ends the whole run: ansible-playbook (or, with prefork, the server's fork), its task workers -
+    each in a session of its own - and what the task started, not only the process ansible-runner started."""
+    assert run(runner).ok  # with prefork, the slow run below is then a fork of a listening server
+    slow, up = slow_playbook(tmp_path)
+    result = runner.run(Watch("example.com", "v1", "Probe", playbook=str(slow)), CR, {}, cancel=up.exists)
+    assert not result.ok
+    assert up.exists()
+    assert gone(tmp_path, runner) == []
+
+
+def test_closing_the_runner_ends_the_runs_under_way(runner, tmp_path):
+    assert run(runner).ok
+    slow, up = slow_playbook(tmp_path)
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(
+        runner.run(Watch("example.com", "v1", "Probe", playbook=str(slow)), CR, {})))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not up.exists() and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert up.exists()
+    runner.close()
+    thread.join(60)  # close waits for the runs it cancels, for a while: on a loaded machine, maybe not long enough
+    assert [r.ok for r in results] == [False]
+    assert gone(tmp_path, runner) == []
+
+
+def test_ending_a_process_tree_reaches_every_session_in_it(tmp_path):
+    """A child in a session of its own (as Ansible's task workers are), its child, both ignoring SIGTERM: all end
+    with the root, none is left to init."""
+    up = tmp_path / "up"
+    leaf = f"import pathlib, time; pathlib.Path({str(up)!r}).touch(); time.sleep(60)"
+    middle = ("import os, signal, subprocess, sys; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              f"subprocess.call([sys.executable, '-c', {leaf!r}, sys.argv[1]])")
+    root = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.call([sys.executable, '-c', "
+                             f"{middle!r}, sys.argv[1]])", str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 30
+        while not up.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tree = [int(line.split(":")[0]) for line in processes_naming(tmp_path, None)]
+        assert len(tree) == 3
+        assert sorted(end_process_tree(root.pid)) == sorted(tree)
+        root.wait(10)
+        assert gone(tmp_path, None) == []
+    finally:
+        root.kill()
+        root.wait()
 
 
 def test_a_run_whose_environment_differs_starts_cold_with_the_same_outcome(tmp_path, monkeypatch):
