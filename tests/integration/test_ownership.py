@@ -126,6 +126,42 @@ def test_rendering_writes_secrets_the_data_controls_and_reads_them_back(store, n
             [data["metadata"]["uid"]]
 
 
+class RacedTo:
+    """A store on which, just before this reconcile creates the Secret ``name``, someone else creates it: the
+    data's other reconcile (``owner``: its Metal3Data, rendering the same) or a stranger (no owner)."""
+
+    def __init__(self, store, name: str, owner_of: str | None) -> None:
+        self._store, self._name, self._owner_of = store, name, owner_of
+
+    def __getattr__(self, attribute):
+        return getattr(self._store, attribute)
+
+    def create(self, obj, **kwargs):
+        if obj["kind"] == "Secret" and obj["metadata"]["name"] == self._name:
+            ns = obj["metadata"]["namespace"]
+            owner = self._store.get(Ref(INFRA_API, "Metal3Data", self._owner_of, ns)) if self._owner_of else None
+            secret(self._store, self._name, ns, owner)
+        return self._store.create(obj, **kwargs)
+
+
+@pytest.mark.parametrize(("owner_of", "ready"), [
+    ("net-0", True),  # the same data's other reconcile (claim's and data's run at once in the operator)
+    (None, False),  # a stranger's Secret: left alone, as when it was there first
+])
+def test_rendering_that_races_to_create_a_secret_adopts_only_its_own_datas(store, namespace, associated,
+                                                                          owner_of, ready):
+    reconcile_data_claim(store, associated)  # makes the Metal3Data
+    step = reconcile_data(RacedTo(store, "m-metadata", owner_of), Ref(INFRA_API, "Metal3Data", "net-0", namespace))
+    assert step.ready is ready
+    data = store.get(Ref(INFRA_API, "Metal3Data", "net-0", namespace))
+    if ready:
+        assert data["spec"]["metaData"] == {"name": "m-metadata", "namespace": namespace}
+    else:
+        assert data["status"]["errorMessage"] == (f"Secret {namespace}/m-metadata exists and was not rendered by "
+                                                  "this Metal3Data; it is left alone")
+    assert secret_values(store.get(Ref(SECRET, "Secret", "m-metadata", namespace))) == {"password": "victim-password"}
+
+
 def test_deleting_a_cluster_api_claim_leaves_an_ip_address_of_its_name_that_it_did_not_make(store, namespace):
     from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
         CAPI_CLAIM_FINALIZER,

@@ -244,8 +244,7 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
     foreign = [name for key, name in names.items()
                if existing[key] is not None and not controlled_by(existing[key], data)]
     if foreign:  # someone else's Secret under the name the data renders to: never overwritten nor read back
-        return _data_status(store, data, False, f"Secret {namespace}/{foreign[0]} exists and was not rendered by "
-                                                f"this Metal3Data; it is left alone", dry_run)
+        return _foreign_secret(store, data, foreign[0], dry_run)
     try:
         if all(existing.values()):  # never rendered again: a node reprovisions in the exact same state
             rendered = {}
@@ -266,10 +265,17 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
         return _data_status(store, data, False, str(e), dry_run)
     for key, name in names.items():
         if not existing[key]:
-            store.create({"apiVersion": "v1", "kind": "Secret", "type": SECRET_TYPE,
-                          "metadata": {"name": name, "namespace": namespace,
-                                       "ownerReferences": [owner_reference(data, controller=True)]},
-                          "stringData": {key: dump_yaml(rendered[key])}}, dry_run=dry_run)
+            try:
+                store.create({"apiVersion": "v1", "kind": "Secret", "type": SECRET_TYPE,
+                              "metadata": {"name": name, "namespace": namespace,
+                                           "ownerReferences": [owner_reference(data, controller=True)]},
+                              "stringData": {key: dump_yaml(rendered[key])}}, dry_run=dry_run)
+            except AlreadyExists:
+                # The data's claim and the data itself are reconciled apart (the operator runs both at once):
+                # the other one rendered it meanwhile, the same render. Any other Secret is left alone.
+                winner = store.get_if_exists(Ref("v1", "Secret", name, namespace))
+                if winner is None or not controlled_by(winner, data):
+                    return _foreign_secret(store, data, name, dry_run)
 
     def refer() -> Object:
         current = store.get(ref)
@@ -278,6 +284,12 @@ def reconcile_data(store: Store, ref: Ref, dry_run: bool = False) -> DataResult:
 
     data = retry_on_conflict(refer)
     return _data_status(store, data, True, "", dry_run)
+
+
+def _foreign_secret(store: Store, data: Object, name: str, dry_run: bool) -> DataResult:
+    namespace = data["metadata"]["namespace"]
+    return _data_status(store, data, False, f"Secret {namespace}/{name} exists and was not rendered by this "
+                                            "Metal3Data; it is left alone", dry_run)
 
 
 def _named(data: Object, field: Literal["claim", "template"]) -> str | None:
