@@ -11,7 +11,12 @@ import copy
 from typing import Any, Iterable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api.kinds import lookup
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, NotFound, UnknownKind
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    AlreadyExists,
+    BadRequest,
+    NotFound,
+    UnknownKind,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
@@ -198,11 +203,15 @@ def ensure_present(store: Store, obj: Object, dry_run: bool = False) -> dict[str
     desired = copy.deepcopy(obj)
     fold_string_data(desired)
     ref = Ref.of(desired)
-    try:
-        existing = store.get(ref)
-    except NotFound:
-        # A null in a manifest is no value (a merge patch's meaning, and what an apply of it leaves): not stored.
-        return _outcome(store.create(merge_patch({}, desired), dry_run=dry_run), "create", True, None)
+    existing = store.get_if_exists(ref)
+    if existing is None:
+        try:
+            # A null in a manifest is no value (a merge patch's meaning, and what an apply of it leaves): not stored.
+            return _outcome(store.create(merge_patch({}, desired), dry_run=dry_run), "create", True, None)
+        except AlreadyExists:
+            # Created since it was read (the same object's other reconcile: the operator runs a Metal3Data's
+            # own and its machine's at once): merged into, as had it been there first.
+            existing = store.get(ref)
     merged = merge_patch(existing, desired)
     if without_server_fields(merged) == without_server_fields(existing) and not _stale(desired, existing):
         return _outcome(existing, "none", False, existing)

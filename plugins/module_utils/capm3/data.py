@@ -186,8 +186,17 @@ def _claim_status(store: Store, claim: Object, data: Object | None, error: str, 
         status["renderedData"] = {"name": data["metadata"]["name"], "namespace": data["metadata"]["namespace"]}
     if error:
         status["errorMessage"] = error
+
+    def write() -> Object:
+        # The claim is reconciled on its own and inside its Metal3Machine's reconcile (the operator runs both at
+        # once): the other may have written meanwhile, the same status from the same state.
+        current = store.get(Ref.of(claim))
+        if (current.get("status") or {}) == status:
+            return current
+        return store.update_status({**current, "status": status}, dry_run=dry_run)
+
     if (claim.get("status") or {}) != status:
-        claim = store.update_status({**claim, "status": status}, dry_run=dry_run)
+        claim = retry_on_conflict(write)
     return DataResult(claim, True, requeue, error or "Metal3Data created")
 
 
