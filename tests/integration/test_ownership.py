@@ -5,6 +5,8 @@ able to make the engine delete or adopt another's Secret. Run on both backends.
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
@@ -126,21 +128,19 @@ def test_rendering_writes_secrets_the_data_controls_and_reads_them_back(store, n
             [data["metadata"]["uid"]]
 
 
-class RacedTo:
-    """A store on which, just before this reconcile creates the Secret ``name``, someone else creates it: the
-    data's other reconcile (``owner``: its Metal3Data, rendering the same) or a stranger (no owner)."""
+class CreatedMeanwhile:
+    """A store on which, just before this reconcile creates the ``kind`` named ``name``, ``make(store, obj)``
+    creates it first: the same object's other reconcile, or a stranger."""
 
-    def __init__(self, store, name: str, owner_of: str | None) -> None:
-        self._store, self._name, self._owner_of = store, name, owner_of
+    def __init__(self, store, kind: str, name: str, make) -> None:
+        self._store, self._kind, self._name, self._make = store, kind, name, make
 
     def __getattr__(self, attribute):
         return getattr(self._store, attribute)
 
     def create(self, obj, **kwargs):
-        if obj["kind"] == "Secret" and obj["metadata"]["name"] == self._name:
-            ns = obj["metadata"]["namespace"]
-            owner = self._store.get(Ref(INFRA_API, "Metal3Data", self._owner_of, ns)) if self._owner_of else None
-            secret(self._store, self._name, ns, owner)
+        if (obj["kind"], obj["metadata"]["name"]) == (self._kind, self._name):
+            self._make(self._store, obj)
         return self._store.create(obj, **kwargs)
 
 
@@ -151,7 +151,10 @@ class RacedTo:
 def test_rendering_that_races_to_create_a_secret_adopts_only_its_own_datas(store, namespace, associated,
                                                                           owner_of, ready):
     reconcile_data_claim(store, associated)  # makes the Metal3Data
-    step = reconcile_data(RacedTo(store, "m-metadata", owner_of), Ref(INFRA_API, "Metal3Data", "net-0", namespace))
+    data_ref = Ref(INFRA_API, "Metal3Data", "net-0", namespace)
+    owner = store.get(data_ref) if owner_of else None
+    raced = CreatedMeanwhile(store, "Secret", "m-metadata", lambda st, obj: secret(st, "m-metadata", namespace, owner))
+    step = reconcile_data(raced, data_ref)
     assert step.ready is ready
     data = store.get(Ref(INFRA_API, "Metal3Data", "net-0", namespace))
     if ready:
@@ -160,6 +163,47 @@ def test_rendering_that_races_to_create_a_secret_adopts_only_its_own_datas(store
         assert data["status"]["errorMessage"] == (f"Secret {namespace}/m-metadata exists and was not rendered by "
                                                   "this Metal3Data; it is left alone")
     assert secret_values(store.get(Ref(SECRET, "Secret", "m-metadata", namespace))) == {"password": "victim-password"}
+
+
+def test_a_data_whose_address_claim_its_other_reconcile_made_meanwhile_takes_that_claim(store, namespace, associated):
+    store.create({"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool",
+                  "metadata": {"name": "pool", "namespace": namespace},
+                  "spec": {"namePrefix": "pool", "pools": [{"start": "192.0.2.10", "end": "192.0.2.20"}],
+                           "prefix": 24}})
+    store.patch(Ref(INFRA_API, "Metal3DataTemplate", "net", namespace), {"spec": {"networkData": {
+        "links": {"ethernets": [{"type": "phy", "id": "eth0", "macAddress": {"string": "52:54:00:00:00:01"}}]},
+        "networks": {"ipv4": [{"id": "mgmt", "link": "eth0", "ipAddressFromIPPool": "pool"}]}}}})
+    reconcile_data_claim(store, associated)  # makes the Metal3Data
+    raced = CreatedMeanwhile(store, "IPClaim", "net-0-pool", lambda st, obj: st.create(copy.deepcopy(obj)))
+    step = reconcile_data(raced, Ref(INFRA_API, "Metal3Data", "net-0", namespace))
+    assert step.ready, step.message
+    claims = store.list("ipam.metal3.io/v1alpha1", "IPClaim", namespace)
+    assert [c["metadata"]["name"] for c in claims] == ["net-0-pool"]
+
+
+class WrittenMeanwhile:
+    """A store on which, just before this reconcile writes a Metal3DataClaim's status, the claim's other reconcile
+    writes it (the same status, so only its resourceVersion moves on)."""
+
+    def __init__(self, store) -> None:
+        self._store, self.raced = store, 0
+
+    def __getattr__(self, attribute):
+        return getattr(self._store, attribute)
+
+    def update_status(self, obj, **kwargs):
+        if obj["kind"] == "Metal3DataClaim" and not self.raced:
+            self.raced += 1
+            self._store.update_status({**self._store.get(Ref.of(obj)), "status": obj["status"]})
+        return self._store.update_status(obj, **kwargs)
+
+
+def test_a_claims_status_written_meanwhile_by_its_other_reconcile_is_no_failure(store, namespace, associated):
+    raced = WrittenMeanwhile(store)
+    step = reconcile_data_claim(raced, associated)  # makes the Metal3Data, and names it in the claim's status
+    assert raced.raced == 1
+    assert step.message == "Metal3Data created"
+    assert store.get(associated)["status"] == {"renderedData": {"name": "net-0", "namespace": namespace}}
 
 
 def test_deleting_a_cluster_api_claim_leaves_an_ip_address_of_its_name_that_it_did_not_make(store, namespace):
