@@ -292,6 +292,17 @@ class KubeCluster:
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
 
+    def inline_kubeconfig(self, **user: Any) -> str:
+        """A kubeconfig of this cluster with its credentials inline (``user``: the admin token by default), as a
+        Secret carries one (a HostClaim's identityRef, Cluster API's <cluster>-kubeconfig)."""
+        return yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "management",
+            "clusters": [{"name": "management", "cluster": {
+                "server": self.server,
+                "certificate-authority-data": base64.b64encode(self.ca_cert.read_bytes()).decode()}}],
+            "users": [{"name": "operator", "user": user or {"token": self.token}}],
+            "contexts": [{"name": "management", "context": {"cluster": "management", "user": "operator"}}]})
+
     def stop(self) -> None:
         stopped = bool(self.processes)
         for process in reversed(list(self.processes.values())):

@@ -2,12 +2,10 @@
 Ironic and available, and HostDeployPolicies saying which tenants' claims they serve."""
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
@@ -32,17 +30,6 @@ def management(tmp_path: Path, ironic, monkeypatch):
         cluster.install_crds()
         client.CoreV1Api(cluster.api_client()).create_namespace({"metadata": {"name": INFRA}})
         yield cluster
-
-
-def kubeconfig(cluster: KubeCluster, **user: Any) -> str:
-    """A kubeconfig of ``cluster`` with its credentials inline, as a Secret carries one."""
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "management",
-        "clusters": [{"name": "management", "cluster": {
-            "server": cluster.server,
-            "certificate-authority-data": base64.b64encode(cluster.ca_cert.read_bytes()).decode()}}],
-        "users": [{"name": "operator", "user": user or {"token": cluster.token}}],
-        "contexts": [{"name": "management", "context": {"cluster": "management", "user": "operator"}}]})
 
 
 def policy(name: str, namespace: str, **constraints: Any) -> dict[str, Any]:

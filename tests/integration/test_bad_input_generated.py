@@ -368,8 +368,8 @@ def test_every_generated_bad_argument_fails_naming_the_option_and_changes_nothin
 
 # -- a HostClaim's identityRef kubeconfig ---------------------------------------------------------------------
 # The kubeconfig is a Secret's, so no admission sees it: the claim's reconcile refuses it, through the module.
-# Cases: every field client-go's kubeconfig knows beyond the inline ones allowed (remote.ALLOWED), by section,
-# and servers that are not a tenant's to name; each must fail naming spec.identityRef and the field, reach no
+# Cases: every field client-go's kubeconfig knows beyond the inline ones allowed (core/kubeconfigs.py ALLOWED), by
+# section, and servers that are not a tenant's to name; each must fail naming spec.identityRef and the field, reach no
 # server, and change no host.
 
 # client-go's clientcmd/api/v1 types.go: the fields of Cluster, AuthInfo and Context.
@@ -407,7 +407,7 @@ def kubeconfig_cases() -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
                 "users": [{"name": "u", "user": {"token": "t0ken", **(user or {})}}],
                 "contexts": [{"name": "c", "context": {"cluster": "m", "user": "u", **(context or {})}}]}
 
-    from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.remote import ALLOWED
+    from ansible_collections.metal3.baremetal.plugins.module_utils.core.kubeconfigs import ALLOWED
 
     cases = []
     for section, fields in KUBECONFIG_FIELDS.items():

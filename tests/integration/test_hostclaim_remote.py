@@ -23,7 +23,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import remo
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import reconcile_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
-from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
+from tests.integration.hostclaim_world import API, INFRA, policy, seed_infrastructure
 from tests.integration.test_bad_input_generated import module_spec
 
 # The management cluster of these tests is on the controller's loopback: the operator's option allows it.
@@ -50,7 +50,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
     mgmt_options = {"backend": "kubernetes", "kubeconfig": str(management.kubeconfig)}
     ironic_options = IronicOptions(cloud=ironic.cloud)
     seed_infrastructure(mgmt_options, ironic_options, INFRA, [policy("tenants", INFRA, names=[namespace])], hosts=2)
-    store.create(secret("management", namespace, kubeconfig=kubeconfig(management)))
+    store.create(secret("management", namespace, kubeconfig=management.inline_kubeconfig()))
     store.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
     refs = [Ref.of(store.create(claim(f"claim-{i}", namespace))) for i in range(2)]
 
@@ -76,7 +76,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
     # A claim of the same namespace and name in another store (another workload cluster) is another consumer: it
     # does not get its namesake's host.
     with open_store({"backend": "local", "store_path": str(tmp_path / "another.db")}) as another:
-        another.create(secret("management", namespace, kubeconfig=kubeconfig(management)))
+        another.create(secret("management", namespace, kubeconfig=management.inline_kubeconfig()))
         another.create(secret("tenant-data", namespace, userData="#cloud-config\n"))
         twin = Ref.of(another.create(claim("claim-0", namespace)))
         step = reconcile_host_claim(another, twin, outbound=LOCAL)
@@ -122,7 +122,7 @@ def test_claims_bind_hosts_of_another_cluster_survive_its_api_going_down_and_rel
 ])
 def test_a_kubeconfig_that_would_run_a_command_or_read_a_file_is_refused_naming_the_field(
         management, store, namespace, user, field):
-    store.create(secret("management", namespace, kubeconfig=kubeconfig(management, **user)))
+    store.create(secret("management", namespace, kubeconfig=management.inline_kubeconfig(**user)))
     ref = Ref.of(store.create(claim("claim", namespace)))
     step = reconcile_host_claim(store, ref, outbound=LOCAL)
     assert step.phase == "unreachable" and step.requeue_after is None

@@ -26,7 +26,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.pivot.move import
 )
 from tests.harness.crashing_store import Crash, CrashingStore
 from tests.harness.demo import demo_objects, provision_demo_machines, settle_demo_hosts
-from tests.integration.hostclaim_world import API, INFRA, kubeconfig, policy, seed_infrastructure
+from tests.integration.hostclaim_world import API, INFRA, policy, seed_infrastructure
 
 IPAM = "ipam.metal3.io/v1alpha1"
 HOSTS = ("metal3.io/v1alpha1", "BareMetalHost")
@@ -141,7 +141,7 @@ def test_host_claims_moved_away_from_their_hosts_keep_them_through_an_identity_r
         with pytest.raises(MoveRefused, match="give claims_identity_ref"):
             move_cluster(mgmt, workload, "tenant", namespace)  # the claims would lose their hosts: refused
         workload.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hosts", "namespace": namespace},
-                         "stringData": {"kubeconfig": kubeconfig(management)}})
+                         "stringData": {"kubeconfig": management.inline_kubeconfig()}})
         assert move_cluster(mgmt, workload, "tenant", namespace, claims_identity_ref="hosts").changed
         for ref in refs:
             moved = workload.get(ref)

@@ -5,17 +5,16 @@ kubeconfig binds and drives the BareMetalHosts of the cluster that kubeconfig re
 design names ``identityRef`` for this). Claims on a workload cluster, or on a bastion's local store, so use the
 hosts of a management cluster; nothing of the hosts' (BMC credentials least of all) is copied back.
 
-The kubeconfig is the tenant's input, read by whatever reconciles the claim (the operator): it may reach a cluster
-with a token or client certificate given inline and nothing else - no file of the reconciler's machine (a CA, a
-key, a token file) and no command (``exec`` or ``auth-provider`` plugins) is ever used on its say. Its servers are
-URLs a tenant wrote (core/outbound.py): http(s) only, never the controller's own loopback or link-local hosts
-unless the operator's ``allowed_local_hosts`` names them. Whatever that server answers - no Kubernetes API at all,
-an error, nothing - the claim says so in its status (HostsUnreachable, or IdentityRefInvalid for what only the
-tenant can change), with the HTTP status and never with what the server wrote; each request has a timeout.
+The kubeconfig is the tenant's input, read by whatever reconciles the claim (the operator), and checked as
+core/kubeconfigs.py checks any: inline credentials only, no file and no command used on its say, its servers
+http(s) and never the controller's own hosts unless the operator allows them. Whatever that server answers - no
+Kubernetes API at all, an error, nothing - the claim says so in its status (HostsUnreachable, or IdentityRefInvalid
+for what only the tenant can change), with the HTTP status and never with what the server wrote; each request has
+a timeout.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     BadRequest,
@@ -26,31 +25,22 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
     Unavailable,
     UnknownKind,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.kubeconfigs import (
+    KubeconfigRefused,
+    checked_kubeconfig,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, secret_values
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.delegating import DelegatingStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.followed import Followed
-
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    HAS_YAML = False
 
 T = TypeVar("T")
 
 KUBECONFIG_KEY = "kubeconfig"
 # (connect, read) seconds of each request to another cluster's API.
 REMOTE_TIMEOUT = (10.0, 30.0)
-# What a kubeconfig from a Secret may say, by section: inline credentials and where the cluster is.
-ALLOWED = {
-    "cluster": {"server", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name"},
-    "user": {"token", "client-certificate-data", "client-key-data"},
-    "context": {"cluster", "user", "namespace"},
-}
 
 
 class RemoteRefused(DomainError):
@@ -75,50 +65,12 @@ def remote_kubeconfig(store: Store, claim: Object, outbound: OutboundPolicy | No
     secret = store.get_if_exists(Ref("v1", "Secret", ref["name"], namespace))
     if secret is None:
         raise RemoteRefused(f"spec.identityRef: Secret {namespace}/{ref['name']} not found")
-    if not HAS_YAML:
-        raise RemoteRefused("spec.identityRef: reading a kubeconfig needs PyYAML on the controller")
-    text = secret_values(secret).get(KUBECONFIG_KEY)
-    if not text:
-        raise RemoteRefused(f"spec.identityRef: Secret {namespace}/{ref['name']} has no {KUBECONFIG_KEY!r} key")
     try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise RemoteRefused(f"spec.identityRef: the {KUBECONFIG_KEY!r} of Secret {namespace}/{ref['name']} is not "
-                            f"YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(config, dict):
-        raise RemoteRefused(f"spec.identityRef: the {KUBECONFIG_KEY!r} of Secret {namespace}/{ref['name']} is not "
-                            "a kubeconfig")
-    for section, allowed in ALLOWED.items():
-        for entry in _entries(config.get(f"{section}s"), section):
-            unknown = sorted(set(entry) - allowed)
-            if unknown:
-                raise RemoteRefused(f"spec.identityRef: the kubeconfig of Secret {namespace}/{ref['name']} uses "
-                                    f"{section} field {unknown[0]!r}; only {', '.join(sorted(allowed))} are "
-                                    "allowed (inline credentials: no file and no command is used on its say)")
-    policy = outbound or OutboundPolicy()
-    clusters = config.get("clusters")
-    for index, item in enumerate(clusters if isinstance(clusters, list) else []):
-        body = item.get("cluster") if isinstance(item, dict) else None
-        if not isinstance(body, dict):
-            continue
-        field = (f"spec.identityRef: the kubeconfig of Secret {namespace}/{ref['name']}: its server "
-                 f"(clusters[{index}].cluster.server)")
-        server = body.get("server")
-        if not isinstance(server, str) or not server:
-            raise RemoteRefused(f"{field} is required")
-        try:
-            policy.check(server, field)
-        except Refused as e:
-            raise RemoteRefused(str(e)) from None
-    context = ref.get("context") or None
-    return config, context
-
-
-def _entries(items: Any, section: str) -> Iterable[dict[str, Any]]:
-    for item in items if isinstance(items, list) else []:
-        body = item.get(section) if isinstance(item, dict) else None
-        if isinstance(body, dict):
-            yield body
+        config = checked_kubeconfig(secret_values(secret).get(KUBECONFIG_KEY), f"Secret {namespace}/{ref['name']}",
+                                    KUBECONFIG_KEY, outbound)
+    except KubeconfigRefused as e:
+        raise RemoteRefused(f"spec.identityRef: {e}") from None
+    return config, ref.get("context") or None
 
 
 class RemoteHosts(DelegatingStore):
