@@ -3,9 +3,13 @@ module, makes the Machines. A v1beta2 Cluster on the demo's Metal3Cluster and a 
 workers' Metal3MachineTemplate (bootstrap data given as a Secret, as a user without a bootstrap provider writes
 it): core clones the template into Metal3Machines, our operator claims and provisions hosts on the real Ironic
 (fake-hardware) and answers Cluster API's infrastructure contract, and core reads the answer - the Cluster's
-infrastructure provisioned and its endpoint copied, each Machine provisioned with the Metal3Machine's providerID
-and addresses. Scaling down and deleting the Cluster go through core's deletion, which waits on our
-finalizers: each host deprovisioned and free, each address released."""
+infrastructure provisioned and its endpoint copied, each Machine with the Metal3Machine's providerID and
+addresses. The workload cluster is a second kube-apiserver, reached through the ``<cluster>-kubeconfig`` Secret
+as Cluster API reaches it, and a node agent plays kubelet from the config drive Ironic holds: the operator gives
+each Node its machine's providerID (found by the ``metal3.io/uuid`` label) and the host's labels under the
+Metal3Cluster's sync prefixes, and core sets each Machine's nodeRef - Running. Scaling down and deleting the
+Cluster go through core's deletion (drain, the infrastructure machine, the Node), which waits on our finalizers:
+each host deprovisioned and free, each address released."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +20,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
+from tests.harness.cluster import KubeCluster
 from tests.harness.cluster_api import ClusterAPI
 from tests.harness.demo import demo_objects
+from tests.harness.node_agent import NodeAgent
 from tests.harness.operator_process import Operator
 from tests.operator.conftest import eventually
 
@@ -30,12 +36,27 @@ IPAM = ("ipam.metal3.io", "v1alpha1")
 CLUSTER, WORKERS = "my-cluster", "my-cluster-workers"  # the demo's (playbooks/files/demo/cluster.yaml)
 
 
+SYNCED = "example.metal3.io"  # the label prefix the Metal3Cluster syncs onto Nodes
+
+
 @pytest.fixture
 def operator(cluster_api: ClusterAPI, cluster_api_namespace: str, ironic: Any, tmp_path: Path) -> Iterator[Operator]:
-    started = Operator(cluster_api.cluster, tmp_path / "operator", cluster_api_namespace, env=ironic.env).start()
+    # The workload cluster's API is on loopback here: the operator is told it may connect there.
+    env = {**ironic.env, "METAL3_ALLOWED_LOCAL_HOSTS": "127.0.0.1"}
+    started = Operator(cluster_api.cluster, tmp_path / "operator", cluster_api_namespace, env=env).start()
     yield started
     started.stop()
     print(f"--- {started.log.name}\n{started.tail(60)}")
+
+
+@pytest.fixture
+def workload(cluster_api: ClusterAPI, cluster_api_namespace: str, tmp_path: Path) -> Iterator[KubeCluster]:
+    """The workload cluster, and its kubeconfig Secret as Cluster API's control plane provider writes it."""
+    with KubeCluster(tmp_path / "workload") as started:
+        client.CoreV1Api(cluster_api.cluster.api_client()).create_namespaced_secret(cluster_api_namespace, {
+            "metadata": {"name": f"{CLUSTER}-kubeconfig", "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
+            "type": "cluster.x-k8s.io/secret", "stringData": {"value": started.inline_kubeconfig()}})
+        yield started
 
 
 def cluster(ns: str) -> dict[str, Any]:
@@ -55,6 +76,23 @@ def machine_deployment(ns: str, replicas: int) -> dict[str, Any]:
                                                "name": WORKERS}}}}}
 
 
+def control_plane_machine(api: client.CustomObjectsApi, ns: str) -> None:
+    """A control plane of one Machine, as a user without a control plane provider writes it: the Machine
+    labelled control-plane and its Metal3Machine from the demo's control plane template. (Core deletes a
+    machine's Node, and marks the control plane initialized, only in a cluster that has control plane machines.)"""
+    template = api.get_namespaced_custom_object(*INFRA, ns, "metal3machinetemplates", f"{CLUSTER}-controlplane")
+    api.create_namespaced_custom_object(*INFRA, ns, "metal3machines", {
+        "apiVersion": "/".join(INFRA), "kind": "Metal3Machine",
+        "metadata": {"name": f"{CLUSTER}-cp-0", "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
+        "spec": template["spec"]["template"]["spec"]})
+    api.create_namespaced_custom_object(*CORE, ns, "machines", {
+        "apiVersion": "/".join(CORE), "kind": "Machine",
+        "metadata": {"name": f"{CLUSTER}-cp-0", "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER,
+                                                           "cluster.x-k8s.io/control-plane": ""}},
+        "spec": {"clusterName": CLUSTER, "version": "v1.34.4", "bootstrap": {"dataSecretName": "my-cluster-userdata"},
+                 "infrastructureRef": {"apiGroup": INFRA[0], "kind": "Metal3Machine", "name": f"{CLUSTER}-cp-0"}}})
+
+
 def listed(api: client.CustomObjectsApi, group_version: tuple[str, str], plural: str, ns: str) -> list[dict]:
     return api.list_namespaced_custom_object(*group_version, ns, plural)["items"]
 
@@ -72,10 +110,20 @@ def get(api: client.CustomObjectsApi, group_version: tuple[str, str], plural: st
         raise
 
 
-def provisioned(machine: dict) -> bool:
+def condition(obj: dict | None, kind: str) -> str | None:
+    return next((c["status"] for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind),
+                None)
+
+
+def running(machine: dict) -> bool:
     status = machine.get("status") or {}
-    return (status.get("phase") == "Provisioned" and bool(machine["spec"].get("providerID"))
-            and bool((status.get("initialization") or {}).get("infrastructureProvisioned")))
+    return (status.get("phase") == "Running" and bool(machine["spec"].get("providerID"))
+            and bool((status.get("initialization") or {}).get("infrastructureProvisioned"))
+            and bool((status.get("nodeRef") or {}).get("name")))
+
+
+def nodes(workload: KubeCluster) -> dict[str, Any]:
+    return {n.metadata.name: n for n in client.CoreV1Api(workload.api_client()).list_node().items}
 
 
 def hosts(api: client.CustomObjectsApi, ns: str) -> dict[str, dict]:
@@ -88,15 +136,47 @@ def consumers(api: client.CustomObjectsApi, ns: str) -> dict[str, str]:
             if (h["spec"].get("consumerRef") or {}).get("name")}
 
 
-def test_cores_machine_deployment_gets_provisioned_machines_then_scales_down_and_the_cluster_goes(
-        cluster_api, cluster_api_namespace, operator):
+def test_cores_machine_deployment_gets_running_machines_with_nodes_then_scales_down_and_the_cluster_goes(
+        cluster_api, cluster_api_namespace, operator, workload, ironic):
     ns = cluster_api_namespace
     api = client.CustomObjectsApi(cluster_api.cluster.api_client())
     with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
         for obj in demo_objects(ns, 3):
+            if obj["kind"] == "Metal3Cluster":
+                obj["metadata"].setdefault("annotations", {})["metal3.io/metal3-label-sync-prefixes"] = SYNCED
+            if obj["kind"] == "BareMetalHost":
+                obj["metadata"]["labels"][f"{SYNCED}/rack"] = "r1"
+                obj["metadata"]["labels"]["other.example/rack"] = "r1"  # not a synced prefix
             store.create(obj)
     api.create_namespaced_custom_object(*CORE, ns, "clusters", cluster(ns))
+    control_plane_machine(api, ns)
     api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, 2))
+    with NodeAgent(ironic, workload, ns) as agent:
+        try:
+            cluster_runs(api, ns, workload, agent)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{seen(api, ns, workload, agent)}") from None
+    assert agent.errors == []
+
+
+def seen(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> str:
+    """What the Machines, Metal3Machines and Nodes were, for a failure's message."""
+    def conditions(obj: dict) -> list[tuple]:
+        return [(c["type"], c["status"], c.get("reason"), c.get("message"))
+                for c in (obj.get("status") or {}).get("conditions") or []]
+
+    lines = [f"machine {name}: phase={(m.get('status') or {}).get('phase')} providerID={m['spec'].get('providerID')}"
+             f" nodeRef={(m.get('status') or {}).get('nodeRef')} conditions={conditions(m)}"
+             for name, m in machines(api, ns).items()]
+    lines += [f"metal3machine {m['metadata']['name']}: providerID={m['spec'].get('providerID')} "
+              f"conditions={conditions(m)}" for m in listed(api, INFRA, "metal3machines", ns)]
+    lines += [f"node {name}: providerID={n.spec.provider_id} labels={n.metadata.labels}"
+              for name, n in nodes(workload).items()]
+    lines += [f"agent: registered={agent.registered} errors={agent.errors[-3:]}"]
+    return "\n".join(lines)
+
+
+def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:
 
     # The Cluster: our Metal3Cluster provisioned, core copies its endpoint.
     def cluster_ready() -> dict | None:
@@ -107,9 +187,12 @@ def test_cores_machine_deployment_gets_provisioned_machines_then_scales_down_and
     found = eventually(cluster_ready, "the Cluster's infrastructure provisioned", timeout=180)
     assert found["spec"]["controlPlaneEndpoint"] == {"host": "192.168.11.5", "port": 6443}
 
-    # Two Machines of core's, each on a Metal3Machine core cloned from the template, each on a host of its own.
-    eventually(lambda: len(machines(api, ns)) == 2 and all(map(provisioned, machines(api, ns).values())),
-               "two Machines provisioned", timeout=400)
+    # The control plane's Machine and two Machines of core's, each of those on a Metal3Machine core cloned from
+    # the template; each on a host of its own, each Running on its Node; the control plane initialized.
+    eventually(lambda: len(machines(api, ns)) == 3 and all(map(running, machines(api, ns).values())),
+               "three Machines running", timeout=400)
+    eventually(lambda: condition(get(api, CORE, "clusters", ns, CLUSTER), "ControlPlaneInitialized") == "True",
+               "the control plane initialized")
     for name, machine in machines(api, ns).items():
         ref = machine["spec"]["infrastructureRef"]
         assert ref["kind"] == "Metal3Machine", ref
@@ -118,23 +201,42 @@ def test_cores_machine_deployment_gets_provisioned_machines_then_scales_down_and
         owners = {(o["kind"], o["name"]) for o in m3m["metadata"].get("ownerReferences") or []}
         assert ("Machine", name) in owners, m3m["metadata"]
         assert m3m["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] == CLUSTER, m3m["metadata"]
+        assert name.startswith(f"{WORKERS}-") or name == f"{CLUSTER}-cp-0"
         assert machine["spec"]["providerID"] == m3m["spec"]["providerID"]
         host = m3m["metadata"]["annotations"]["metal3.io/BareMetalHost"].split("/")[1]
         assert m3m["spec"]["providerID"] == f"metal3://{ns}/{host}/{ref['name']}"
         assert hosts(api, ns)[host]["status"]["provisioning"]["state"] == "provisioned"
         internal = {a["address"] for a in machine["status"].get("addresses") or [] if a["type"] == "InternalIP"}
         assert internal and internal <= {a["address"] for a in m3m["status"]["addresses"]}, name
+        # The Node kubelet registered without a providerID: the operator gave it the machine's, and the host's
+        # labels under the synced prefix only. (A kubelet given CAPM3's provider-id would have set the same.)
+        node = nodes(workload)[machine["status"]["nodeRef"]["name"]]
+        assert f"metal3://{agent.meta_data[node.metadata.name]['providerid']}" == m3m["spec"]["providerID"]
+        assert node.spec.provider_id == machine["spec"]["providerID"]
+        assert node.metadata.labels["metal3.io/uuid"] == hosts(api, ns)[host]["metadata"]["uid"]
+        assert node.metadata.labels[f"{SYNCED}/rack"] == "r1" and "other.example/rack" not in node.metadata.labels
     claimed = consumers(api, ns)
     assert sorted(claimed.values()) == sorted(m["spec"]["infrastructureRef"]["name"]
                                               for m in machines(api, ns).values())
 
+    # A host's synced label removed and one added: its Node follows (the operator looks again every minute).
+    synced_host = sorted(claimed)[0]
+    api.patch_namespaced_custom_object(*BMH[:2], ns, BMH[2], synced_host, {"metadata": {"labels": {
+        f"{SYNCED}/rack": None, f"{SYNCED}/row": "a"}}})
+    node_of = {m["spec"]["providerID"]: m["status"]["nodeRef"]["name"] for m in machines(api, ns).values()}
+    synced_node = next(node for provider_id, node in node_of.items() if f"/{synced_host}/" in provider_id)
+    eventually(lambda: {k: v for k, v in nodes(workload)[synced_node].metadata.labels.items()
+                        if k.startswith(SYNCED)} == {f"{SYNCED}/row": "a"},
+               "the Node's synced labels the host's", timeout=150)
+
     # Scale down: core deletes a Machine, which waits for our Metal3Machine's finalizer: its host is freed.
     api.patch_namespaced_custom_object(*CORE, ns, "machinedeployments", WORKERS, {"spec": {"replicas": 1}})
-    eventually(lambda: len(machines(api, ns)) == 1 and len(consumers(api, ns)) == 1, "one Machine left",
+    eventually(lambda: len(machines(api, ns)) == 2 and len(consumers(api, ns)) == 2, "one worker left",
                timeout=300)
     freed = set(claimed) - set(consumers(api, ns))
     eventually(lambda: all(hosts(api, ns)[h]["status"]["provisioning"]["state"] == "available" for h in freed),
                "the freed host available", timeout=300)
+    eventually(lambda: len(nodes(workload)) == 2, "core deleted the freed machine's Node")
 
     # The Cluster deleted: core deletes its MachineDeployment, Machines and Metal3Cluster; every host is
     # available again and every address released.

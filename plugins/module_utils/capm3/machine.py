@@ -5,7 +5,9 @@
 Normal: finalizer → bootstrap data → a host chosen and claimed (hosts/claim.py) →
 the data template of the host's failure domain → Metal3DataClaim → rendered data →
 host spec (image, userData, metaData, networkData, online) → host provisioned →
-providerID ``metal3://<namespace>/<host>/<metal3machine>`` → addresses → ready.
+providerID ``metal3://<namespace>/<host>/<metal3machine>`` → addresses → ready → in the Cluster's workload
+cluster, once Cluster API wrote its kubeconfig, the machine's Node given the providerID kubelet did not set and
+the host's synced labels (capm3/workload.py).
 Delete: host spec cleared and powered off, host deprovisioned, host released (or
 kept for node reuse), data claim released, finalizer removed.
 
@@ -39,10 +41,16 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import
     DataResult,
     reconcile_data_claim,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.workload import (
+    kubeconfig_secret,
+    label_sync_prefixes,
+    open_workload,
+    reconcile_node,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.libvirt import VirtualMachines
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute.registry import DEFAULT_KIND, claim_kind
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, Metal3Error, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
@@ -91,6 +99,8 @@ IN_DOMAIN_REASON = "InRequestedFailureDomain"
 FALLBACK_REASON = "PlacedInAnotherFailureDomain"
 WAIT = 1.0
 NO_HOST_WAIT = 10.0  # upstream requeues after 30 s when no host is free
+NODE_WAIT = 10.0  # for the workload cluster's kubeconfig, or for kubelet to register the machine's Node
+LABEL_SYNC_PERIOD = 60.0  # upstream's label sync looks at each host again every 60 s
 
 
 @dataclass
@@ -222,7 +232,9 @@ class _Flow:
         self.m3m = finalized
         user_data = self._user_data()
         if user_data is None:
-            return self.step("pending", WAIT, "waiting for bootstrap data (Machine spec.bootstrap.dataSecretName)")
+            return self.step("pending", WAIT, "waiting for its Machine: Cluster API sets the owner reference"
+                             if self.machine is None else
+                             "waiting for bootstrap data (Machine spec.bootstrap.dataSecretName)")
         host, waiting = self._claim() if self.claim_mode else self._associate()
         if host is None:
             return waiting
@@ -248,13 +260,19 @@ class _Flow:
             return self.step("provisioning", WAIT, f"host {self.host_name} is {state or 'new'}", data=steps)
         self._set_provider_id(host)
         self._set_status(rendered, host, ready=True)
-        return self.step("provisioned", None, "ready", ready=True, data=steps)
+        requeue, node_wait = self._node(host)
+        return self.step("provisioned", requeue, f"ready; {node_wait}" if node_wait else "ready", ready=True,
+                         data=steps)
 
     def _user_data(self) -> dict[str, str] | None:
-        """The bootstrap data secret: the CAPI Machine's, else (no Cluster API) the Metal3Machine's own."""
+        """The bootstrap data secret: the CAPI Machine's, else (no Cluster API) the Metal3Machine's own. A machine
+        of a Cluster waits for its Machine, as CAPM3's does: Cluster API sets the owner reference just after
+        either is made, and a machine provisioned meanwhile would boot without its bootstrap data."""
         if self.machine is not None:
             name = ((self.machine.get("spec") or {}).get("bootstrap") or {}).get("dataSecretName")
             return {"name": name, "namespace": self.ref.namespace} if name else None
+        if self.cluster is not None:
+            return None
         ref = self.view["spec"].get("userData")
         return {"name": ref["name"], "namespace": ref.get("namespace") or self.ref.namespace} if ref else {}
 
@@ -463,6 +481,33 @@ class _Flow:
         if self.view["spec"].get("providerID") != provider_id:
             self.m3m = self.store.patch(self.ref, {"spec": {"providerID": provider_id}}, dry_run=self.dry_run)
             self.changed = True
+
+    def _node(self, host: Object) -> tuple[float | None, str]:
+        """The machine's Node in its Cluster's workload cluster (capm3/workload.py): its providerID and synced
+        labels, once Cluster API has written the cluster's kubeconfig. When to look again, and what it waits for
+        (''); the machine is ready whatever the Node is, as upstream's."""
+        if self.cluster is None:
+            return None, ""
+        namespace, cluster_name = self.ref.namespace, self.cluster["metadata"]["name"]
+        infrastructure = (self.cluster.get("spec") or {}).get("infrastructureRef") or {}
+        try:
+            metal3_cluster = (self.store.get_if_exists(Ref(INFRA_API, "Metal3Cluster", infrastructure["name"],
+                                                           namespace))
+                              if infrastructure.get("kind") == "Metal3Cluster" and infrastructure.get("name")
+                              else None)
+            prefixes = label_sync_prefixes(metal3_cluster)
+            opened = open_workload(self.store, namespace, cluster_name, self.outbound)
+            if opened is None:
+                return NODE_WAIT, f"no workload cluster yet (Secret {namespace}/{kubeconfig_secret(cluster_name)})"
+            with opened as workload:
+                node = reconcile_node(workload, host, self.view["spec"].get("providerID", ""), prefixes,
+                                      self.dry_run)
+        except Metal3Error as e:
+            return NODE_WAIT, f"the workload cluster: {e}"
+        self.changed = self.changed or node.changed
+        if node.message:
+            return NODE_WAIT, node.message
+        return (LABEL_SYNC_PERIOD if prefixes else None), ""
 
     def _set_status(self, rendered: dict[str, Any], host: Object, ready: bool) -> None:
         def write() -> Object:

@@ -51,6 +51,10 @@ PATH_SEGMENT_NAMED = {("rbac.authorization.k8s.io", kind)
                       for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")}
 
 
+# The cluster-scoped kinds the engine addresses (a workload cluster's Nodes: capm3/workload.py), by (group, kind).
+CLUSTER_SCOPED = {("", "Node")}
+
+
 def name_problem(name: object, path_segment: bool = False) -> str | None:
     """What is wrong with ``name`` as an object name, or None when it is a valid one."""
     if not isinstance(name, str) or not name:
@@ -100,9 +104,11 @@ def checked_ref(obj: Object) -> Ref:
 
 
 def check_ref(ref: Ref) -> Ref:
-    """``ref`` when its name and namespace are valid; Invalid naming the kind otherwise."""
+    """``ref`` when its name and namespace are valid; Invalid naming the kind otherwise. A cluster-scoped kind
+    (CLUSTER_SCOPED) has the namespace ''."""
     check_name(ref.name, f"{ref.kind} name", ref.kind, ref.api_version)
-    check_namespace(ref.namespace, f"{ref.kind} namespace")
+    if not (ref.namespace == "" and (split_api_version(ref.api_version)[0], ref.kind) in CLUSTER_SCOPED):
+        check_namespace(ref.namespace, f"{ref.kind} namespace")
     return ref
 
 

@@ -1,0 +1,101 @@
+"""Kubelet, as far as Cluster API and the operator can tell (issue 32): for each node of one namespace that Ironic
+(fake-hardware) has deployed, the Node kubeadm's kubelet would register in the workload cluster, made from the
+meta_data of the config drive Ironic holds for it - named by its ``local-hostname``, labelled ``metal3.io/uuid``
+with its ``uuid`` (CAPM3's templates pass ``node-labels: metal3.io/uuid={{ ds.meta_data.uuid }}`` to kubelet),
+with ``provider_id`` its ``spec.providerID`` ``metal3://`` and its ``providerid`` (as the templates pass
+``provider-id: metal3://{{ ds.meta_data.providerid }}``; without, kubelet sets none) - and Ready while Ironic has
+it powered on, NotReady while it is off, as the node controller would mark it. A thread of the test; nothing in
+the collection knows it is not a kubelet."""
+from __future__ import annotations
+
+import datetime
+import json
+import sqlite3
+import threading
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.harness.cluster import KubeCluster
+from tests.harness.ironic import Ironic
+
+UUID_LABEL = "metal3.io/uuid"
+
+
+class NodeAgent:
+    def __init__(self, ironic: Ironic, workload: KubeCluster, namespace: str, provider_id: bool = False,
+                 interval: float = 1.0) -> None:
+        self.ironic, self.namespace, self.interval = ironic, namespace, interval
+        self.provider_id = provider_id
+        self.meta_data: dict[str, dict[str, Any]] = {}  # by Node name: the meta_data each was registered from
+        self.nodes = client.CoreV1Api(workload.api_client())
+        self.registered: dict[str, str] = {}  # Node name by Ironic node name, as registered
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="node-agent", daemon=True)
+
+    def __enter__(self) -> NodeAgent:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.step()
+            except Exception as e:  # noqa: BLE001 - kept for the test to show; the agent goes on, as kubelet does
+                self.errors.append(repr(e))
+
+    def _deployed(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(Ironic node name, power state, meta_data) of each active node of the namespace."""
+        with sqlite3.connect(self.ironic.base_dir / "ironic.sqlite") as db:
+            rows = db.execute("SELECT name, power_state, instance_info FROM nodes WHERE name LIKE ? AND "
+                              "provision_state = 'active'", (f"{self.namespace}~%",)).fetchall()
+        deployed = []
+        for name, power, info in rows:
+            meta = (json.loads(info or "{}").get("configdrive") or {}).get("meta_data") or {}
+            if meta.get("local-hostname") and meta.get("uuid"):
+                deployed.append((name, power or "", meta))
+        return deployed
+
+    def step(self) -> None:
+        for ironic_name, power, meta in self._deployed():
+            name = meta["local-hostname"]
+            if self.registered.get(ironic_name) != name:
+                self._register(name, meta)
+                self.registered[ironic_name] = name
+            self._report(name, power == "power on")
+
+    def _register(self, name: str, meta: dict[str, Any]) -> None:
+        body: dict[str, Any] = {"metadata": {"name": name, "labels": {UUID_LABEL: meta["uuid"],
+                                                                       "kubernetes.io/hostname": name}}}
+        if self.provider_id and meta.get("providerid"):
+            body["spec"] = {"providerID": f"metal3://{meta['providerid']}"}
+        self.meta_data[name] = meta
+        try:
+            self.nodes.create_node(body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    def _report(self, name: str, ready: bool) -> None:
+        try:
+            node = self.nodes.read_node_status(name)
+        except ApiException as e:
+            if e.status == 404:  # deleted (Cluster API deletes a machine's Node): registered again next pass
+                self.registered = {k: v for k, v in self.registered.items() if v != name}
+                return
+            raise
+        status = "True" if ready else "False"
+        current = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+        if current is not None and current.status == status:
+            return
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.nodes.patch_node_status(name, {"status": {"conditions": [{
+            "type": "Ready", "status": status, "reason": "KubeletReady" if ready else "KubeletNotReady",
+            "message": "kubelet is posting ready status" if ready else "the machine is powered off",
+            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
