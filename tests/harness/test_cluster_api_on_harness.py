@@ -86,10 +86,11 @@ def test_core_reconciles_a_cluster_on_our_metal3cluster(cluster_api, cluster_api
                                                   cluster("one", "m3"))
 
     def reconciled() -> dict | None:
-        # Core writes the finalizer and the status in patches of their own: either may be seen first.
+        # Core writes the finalizer, the conditions and the phase in patches of their own: any may be seen first.
         got = api.get_namespaced_custom_object(CORE, "v1beta2", cluster_api_namespace, "clusters", "one")
         finalized = CLUSTER_FINALIZER in (got["metadata"].get("finalizers") or [])
-        return got if condition(got, "InfrastructureReady") and finalized else None
+        phased = bool((got.get("status") or {}).get("phase"))
+        return got if condition(got, "InfrastructureReady") and finalized and phased else None
 
     got = eventually(reconciled, timeout=60)
     assert got, "core did not write the Cluster's InfrastructureReady condition and its finalizer"
