@@ -240,8 +240,8 @@ class TypesWriter:
             items = node.get("items")
             text = f"list[{self.type_of(items, name + 'Item')}]" if isinstance(items, dict) else "list[Any]"
         else:
-            text = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}.get(node.get("type", ""),
-                                                                                              "Any")
+            scalars = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+            text = scalars.get(node.get("type", ""), "Any")
         return f"{text} | None" if node.get("nullable") and text != "Any" else text
 
     def typed_dict(self, name: str, node: dict[str, Any], top: bool = False) -> None:

@@ -124,6 +124,7 @@ slim() {
     "$dir"/tmp/*
   find "$dir" -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
   if [[ "$compile" == compile ]]; then
+    # shellcheck disable=SC2016  # the chroot's shell expands $d
     in_chroot "$dir" sh -c 'for d in /usr/lib/python3 /usr/lib/python3.*; do
       [ -d "$d" ] && python3 -m compileall -q -j 0 "$d" >/dev/null; done; :'
   fi

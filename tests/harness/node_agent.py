@@ -71,8 +71,8 @@ class NodeAgent:
             self._report(name, power == "power on")
 
     def _register(self, name: str, meta: dict[str, Any]) -> None:
-        body: dict[str, Any] = {"metadata": {"name": name, "labels": {UUID_LABEL: meta["uuid"],
-                                                                       "kubernetes.io/hostname": name}}}
+        labels = {UUID_LABEL: meta["uuid"], "kubernetes.io/hostname": name}
+        body: dict[str, Any] = {"metadata": {"name": name, "labels": labels}}
         if self.provider_id and meta.get("providerid"):
             body["spec"] = {"providerID": f"metal3://{meta['providerid']}"}
         self.meta_data[name] = meta

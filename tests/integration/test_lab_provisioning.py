@@ -53,8 +53,8 @@ DEMO_SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "
                 {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
 # The metal-stack firewall's server (IPMI and PXE), which the demo leaves alone.
 FIREWALL_SERVER = "lab-prov-2"
-SERVERS = [*DEMO_SERVERS, *([{"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}]
-                             if FULL else [])]
+FIREWALL_SERVER_SPEC = {"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}
+SERVERS = [*DEMO_SERVERS, *([FIREWALL_SERVER_SPEC] if FULL else [])]
 LAB = {"virtual_lab_base_dir": str(BASE), "virtual_lab_netns": NETNS, "virtual_lab_bridge": "labpbr0",
        "virtual_lab_servers": SERVERS}
 # The gateway of each failure domain's management VLAN (playbooks/files/lab/cluster.yaml.j2).

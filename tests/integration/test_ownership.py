@@ -148,8 +148,8 @@ class CreatedMeanwhile:
     ("net-0", True),  # the same data's other reconcile (claim's and data's run at once in the operator)
     (None, False),  # a stranger's Secret: left alone, as when it was there first
 ])
-def test_rendering_that_races_to_create_a_secret_adopts_only_its_own_datas(store, namespace, associated,
-                                                                          owner_of, ready):
+def test_rendering_that_races_to_create_a_secret_adopts_only_its_own_datas(
+        store, namespace, associated, owner_of, ready):
     reconcile_data_claim(store, associated)  # makes the Metal3Data
     data_ref = Ref(INFRA_API, "Metal3Data", "net-0", namespace)
     owner = store.get(data_ref) if owner_of else None

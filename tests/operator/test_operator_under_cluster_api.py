@@ -245,8 +245,11 @@ def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, a
     assert machines(api, ns) == {}
     assert listed(api, INFRA, "metal3machines", ns) == []
     assert get(api, INFRA, "metal3clusters", ns, CLUSTER) is None
-    eventually(lambda: consumers(api, ns) == {} and {h["status"]["provisioning"]["state"]
-                                                      for h in hosts(api, ns).values()} == {"available"},
-               "every host available", timeout=300)
+
+    def all_available() -> bool:
+        states = {h["status"]["provisioning"]["state"] for h in hosts(api, ns).values()}
+        return consumers(api, ns) == {} and states == {"available"}
+
+    eventually(all_available, "every host available", timeout=300)
     assert listed(api, IPAM, "ipaddresses", ns) == []
     assert listed(api, IPAM, "ipclaims", ns) == []

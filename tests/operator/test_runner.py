@@ -138,7 +138,6 @@ def test_a_run_is_cancelled_when_asked(runner, tmp_path):
     assert time.monotonic() - started < 30
 
 
-
 def slow_playbook(tmp_path: Path) -> tuple[Path, Path]:
     """A play whose one task runs a process that starts another, both naming tmp_path, and waits a minute; and the
     file the last one writes once it is up. The last one ignores SIGTERM, as a task finishing a write might."""

@@ -269,7 +269,8 @@ class _Flow:
         """One step of a claim its class serves, in the class's session; a failure the class reads as the claim's
         is shown on the claim."""
         compute = self.compute
-        assert compute is not None  # (for mypy: only a served claim is served)
+        if compute is None:
+            raise AssertionError("serve() called on a claim no class serves")
         try:
             with compute.session():
                 result = self.normal(compute)

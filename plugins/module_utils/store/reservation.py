@@ -254,9 +254,8 @@ class Reservation(Generic[T, C]):
                 else:
                     state = self._enter(State.TAKE)
             elif state is State.MARK:
-                assert candidate is not None
                 try:
-                    claimer.mark(candidate)
+                    claimer.mark(_entered_with(candidate, state))
                     marked = True
                     state = self._enter(State.TAKE)
                 except Conflict:
@@ -268,8 +267,7 @@ class Reservation(Generic[T, C]):
                     marked = candidate is not None
                     state = self._enter(State.PICK)
             elif state is State.TAKE:
-                assert candidate is not None
-                obj = self._take(candidate)
+                obj = self._take(_entered_with(candidate, state))
                 if obj is None:
                     state = self._enter(State.LOST)
                 elif claimer.marking is Marking.ONCE and claimer.marker() != claimer.value(obj):
@@ -277,13 +275,11 @@ class Reservation(Generic[T, C]):
                 else:
                     return Outcome(self._enter(State.TAKEN), obj)
             elif state is State.LOST:
-                assert candidate is not None
-                claimer.lost(candidate)
+                claimer.lost(_entered_with(candidate, state))
                 candidate = None
                 state = self._enter(State.FIND if claimer.relook_after_loss else State.PICK)
             elif state is State.NAME:
-                assert obj is not None
-                obj = claimer.name(obj)
+                obj = claimer.name(_entered_with(obj, state))
                 return Outcome(self._enter(State.TAKEN if obj is not None else State.RELEASED), obj)
 
     def _adopt(self) -> T | None:
@@ -331,6 +327,13 @@ class Reservation(Generic[T, C]):
                     claimer.mark(value)
 
                 retry_on_conflict(again)
+
+
+def _entered_with(value: R | None, state: State) -> R:
+    """What a state is only entered with (the candidate, the object taken); its absence is a bug of this module."""
+    if value is None:
+        raise AssertionError(f"the reservation entered {state.value} without what it works on")
+    return value
 
 
 def reserve(claimer: Claimer[T, C], trace: Callable[[State], None] | None = None) -> Outcome[T]:
