@@ -499,15 +499,20 @@ class _Flow:
             opened = open_workload(self.store, namespace, cluster_name, self.outbound)
             if opened is None:
                 return NODE_WAIT, f"no workload cluster yet (Secret {namespace}/{kubeconfig_secret(cluster_name)})"
+            node_ref = ((self.machine or {}).get("status") or {}).get("nodeRef") or {}
+            # A HostClaim's tenant does not see its host's UID, which kubelet's metal3.io/uuid label carries.
+            host_uid = "" if self.claim_mode else host["metadata"].get("uid", "")
             with opened as workload:
-                node = reconcile_node(workload, host, self.view["spec"].get("providerID", ""), prefixes,
-                                      self.dry_run)
+                node = reconcile_node(workload, self.view["spec"].get("providerID", ""),
+                                      host["metadata"].get("labels") or {}, prefixes, node_ref.get("name", ""),
+                                      host_uid, self.dry_run)
         except Metal3Error as e:
             return NODE_WAIT, f"the workload cluster: {e}"
         self.changed = self.changed or node.changed
+        sync = LABEL_SYNC_PERIOD if prefixes else None
         if node.message:
-            return NODE_WAIT, node.message
-        return (LABEL_SYNC_PERIOD if prefixes else None), ""
+            return (NODE_WAIT if host_uid else sync), node.message
+        return sync, ""
 
     def _set_status(self, rendered: dict[str, Any], host: Object, ready: bool) -> None:
         def write() -> Object:

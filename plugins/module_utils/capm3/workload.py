@@ -5,7 +5,8 @@ the Cluster's namespace (key ``value``), with no credential beyond it. Two thing
 whose host is provisioned:
 
 - its Node gets the machine's ``spec.providerID`` when kubelet did not set one: the Node is the one kubelet
-  labelled ``metal3.io/uuid`` with the meta_data's uuid, the host's UID (CAPM3's providerID workflow);
+  labelled ``metal3.io/uuid`` with the meta_data's uuid, the host's UID (CAPM3's providerID workflow). Once
+  Cluster API's Machine names its Node (``status.nodeRef``), that Node is read by name and no Node is listed;
 - the host's labels under the prefixes the Metal3Cluster's ``metal3.io/metal3-label-sync-prefixes`` annotation
   lists (comma-separated DNS subdomains; a label's prefix is what comes before its '/') are the Node's under
   those prefixes: added, changed and removed as on the host (CAPM3's label sync). Kubernetes' own prefixes
@@ -16,13 +17,18 @@ core/kubeconfigs.py checks any, and the cluster it names answers within WORKLOAD
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, StoreError
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.kubeconfigs import checked_kubeconfig
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, secret_values
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    DNS_SUBDOMAIN,
+    SUBDOMAIN_RULE,
+    Object,
+    Ref,
+    secret_values,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
@@ -32,7 +38,6 @@ LABEL_SYNC_ANNOTATION = "metal3.io/metal3-label-sync-prefixes"
 RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 # (connect, read) seconds of each request to the workload cluster's API.
 WORKLOAD_TIMEOUT = (10.0, 30.0)
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def kubeconfig_secret(cluster_name: str) -> str:
@@ -62,10 +67,8 @@ def label_sync_prefixes(metal3_cluster: Object | None) -> set[str]:
     for prefix in (p.strip() for p in text.split(",")):
         if not prefix:
             continue
-        if len(prefix) > 253 or not _SUBDOMAIN.match(prefix):
-            raise Invalid(f"{field}: invalid prefix {prefix!r}: a DNS-1123 subdomain must consist of lower case "
-                          "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                          "character")
+        if len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix):
+            raise Invalid(f"{field}: invalid prefix {prefix!r}: {SUBDOMAIN_RULE}")
         if any(prefix == domain or prefix.endswith(f".{domain}") for domain in RESERVED_LABEL_DOMAINS):
             raise Invalid(f"{field}: invalid prefix {prefix!r}: {prefix} is reserved for Kubernetes")
         prefixes.add(prefix)
@@ -88,30 +91,35 @@ class NodeStep:
     message: str = ""
 
 
-def reconcile_node(workload: Store, host: Object, provider_id: str, prefixes: set[str],
-                   dry_run: bool = False) -> NodeStep:
-    """The Node of the machine on ``host``: its providerID set if kubelet set none, its synced labels the
-    host's. The Node is the one whose providerID is ``provider_id``, else the one kubelet labelled with the
-    host's UID."""
-    nodes = workload.list("v1", "Node", None)
-    node = next((n for n in nodes if (n.get("spec") or {}).get("providerID") == provider_id), None)
+def reconcile_node(workload: Store, provider_id: str, host_labels: dict[str, str], prefixes: set[str],
+                   node_name: str = "", host_uid: str = "", dry_run: bool = False) -> NodeStep:
+    """The machine's Node: its providerID set if kubelet set none, its synced labels the host's. The Node is
+    ``node_name`` (the Machine's nodeRef) when it has ``provider_id``, else the one kubelet labelled with
+    ``host_uid``; with neither (a HostClaim's machine, whose tenant does not see the host's UID) the step waits
+    for Cluster API to find the Node by its providerID."""
+    node = workload.get_if_exists(Ref("v1", "Node", node_name, "")) if node_name else None
+    if node is not None and (node.get("spec") or {}).get("providerID") != provider_id:
+        node = None
     if node is None:
-        uid = host["metadata"].get("uid", "")
-        labelled = [n for n in nodes if (n["metadata"].get("labels") or {}).get(UUID_LABEL) == uid] if uid else []
+        if not host_uid:
+            return NodeStep(message=f"waiting for a Node with providerID {provider_id}")
+        labelled = workload.list("v1", "Node", None, label_selector=f"{UUID_LABEL}={host_uid}")
         if not labelled:
-            return NodeStep(message=f"waiting for the Node labelled {UUID_LABEL}={uid}")
+            return NodeStep(message=f"waiting for the Node labelled {UUID_LABEL}={host_uid}")
         if len(labelled) > 1:
             names = ", ".join(sorted(n["metadata"]["name"] for n in labelled))
-            return NodeStep(message=f"Nodes {names} are all labelled {UUID_LABEL}={uid}: none is given a providerID")
+            return NodeStep(message=f"Nodes {names} are all labelled {UUID_LABEL}={host_uid}: none is given a "
+                            "providerID")
         node = labelled[0]
-        if (node.get("spec") or {}).get("providerID"):
+        given = (node.get("spec") or {}).get("providerID")
+        if given and given != provider_id:
             return NodeStep(node["metadata"]["name"], message=f"Node {node['metadata']['name']} has providerID "
-                            f"{node['spec']['providerID']}, not the machine's {provider_id}")
+                            f"{given}, not the machine's {provider_id}")
     name = node["metadata"]["name"]
     patch: dict[str, Any] = {}
     if not (node.get("spec") or {}).get("providerID"):
         patch["spec"] = {"providerID": provider_id}
-    wanted = synced_labels(prefixes, host["metadata"].get("labels") or {})
+    wanted = synced_labels(prefixes, host_labels)
     current = synced_labels(prefixes, node["metadata"].get("labels") or {})
     labels: dict[str, str | None] = {key: None for key in current if key not in wanted}
     labels.update({key: value for key, value in wanted.items() if current.get(key) != value})
@@ -120,7 +128,3 @@ def reconcile_node(workload: Store, host: Object, provider_id: str, prefixes: se
     if patch:
         workload.patch(Ref("v1", "Node", name, ""), patch, dry_run=dry_run)
     return NodeStep(name, bool(patch))
-
-
-def node_step_error(error: StoreError) -> NodeStep:
-    return NodeStep(message=f"the workload cluster: {error}")

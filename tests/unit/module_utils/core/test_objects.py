@@ -1,6 +1,8 @@
 """References of the form ``<namespace>/<name>``, as the host and HostClaim annotations write them."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
@@ -26,5 +28,5 @@ def test_a_reference_has_a_namespace_unless_its_kind_is_cluster_scoped(ref, prob
     if problem is None:
         assert check_ref(ref) == ref
     else:
-        with pytest.raises(Invalid, match=f"^{problem}".replace(".", r"\.").replace("(", r"\(")):
+        with pytest.raises(Invalid, match=f"^{re.escape(problem)}"):
             check_ref(ref)
