@@ -63,11 +63,13 @@ nftables:
 lab-images:
 	bash hack/lab-images.sh >/dev/null
 
-# Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint, the docs site.
+# Every test: unit, store (both backends), integration (ansible-playbook), sanity, lint, the docs site. The checks
+# after pytest are independent of one another and mostly single-threaded: three at a time, each one's output
+# printed whole when it ends (8.6 min on two cores for the 13 min of CPU they use).
 test: venv collection kube-binaries cloud-init ansible-operator nftables
 	$(BIN)/python hack/gen-crds.py --check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25 tests
-	$(MAKE) --no-print-directory molecule lint sanity ansible-lint galaxy-import docs DOCS_STRICT=1
+	$(MAKE) --no-print-directory -j3 --output-sync=target molecule lint sanity ansible-lint galaxy-import docs DOCS_STRICT=1
 
 # One scenario per role, on localhost (delegated driver), each with a throwaway store.
 molecule: venv collection
