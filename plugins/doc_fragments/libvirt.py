@@ -64,15 +64,4 @@ options:
         and is tried again on a later reconcile. Default from E(METAL3_LIBVIRT_IMAGE_TIMEOUT), else 1800.
     type: int
     default: 1800
-  allowed_local_hosts:
-    description:
-      - Hosts of this controller's own (loopback or link-local, as written in a URL, e.g. C(127.0.0.1) or
-        C(localhost)) that a claim's URLs may name anyway - its image and checksum URLs, the server of its
-        C(spec.identityRef) kubeconfig.
-      - Every other URL a tenant writes must be http or https and its host must not be, or resolve to, a loopback,
-        link-local or unspecified address; the claim says which field is refused. Default from
-        E(METAL3_ALLOWED_LOCAL_HOSTS) (comma-separated), else none.
-    type: list
-    elements: str
-    default: []
 """

@@ -107,7 +107,9 @@ LIBVIRT_ARG_SPEC: dict[str, dict[str, Any]] = {
                                "fallback": (env_fallback, ["METAL3_LIBVIRT_MAX_IMAGE_SIZE"])},
     "libvirt_image_timeout": {"type": "int", "default": 1800,
                               "fallback": (env_fallback, ["METAL3_LIBVIRT_IMAGE_TIMEOUT"])},
-    # The controller's own hosts a tenant's URL may name (core/outbound.py): documented in the same fragment.
+}
+# The controller's own hosts a tenant's URL may name (core/outbound.py); the metal3.baremetal.outbound fragment.
+OUTBOUND_ARG_SPEC: dict[str, dict[str, Any]] = {
     "allowed_local_hosts": {"type": "list", "elements": "str", "default": [],
                             "fallback": (env_fallback, ["METAL3_ALLOWED_LOCAL_HOSTS"])},
 }
@@ -118,4 +120,9 @@ def with_compute(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     kind."""
     full = with_ironic(spec)
     full.update(copy.deepcopy(LIBVIRT_ARG_SPEC))
-    return full
+    return with_outbound(full)
+
+
+def with_outbound(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A module's own argument spec plus the controller's own hosts a tenant's URL may name."""
+    return {**spec, **copy.deepcopy(OUTBOUND_ARG_SPEC)}

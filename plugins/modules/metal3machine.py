@@ -30,6 +30,7 @@ extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.ironic
   - metal3.baremetal.libvirt
+  - metal3.baremetal.outbound
   - metal3.baremetal.attributes
 attributes:
   check_mode:
