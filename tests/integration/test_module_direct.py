@@ -49,8 +49,9 @@ def run_module(name: str, args: dict[str, Any]) -> Outcome:
 
 def seed(store_path: str) -> None:
     """What the cases read: a pool, a cluster with a control-plane endpoint, a machine template, a machine, a data
-    claim of a template that does not exist, a host (not available) and its BMC credentials, a HostClaim (no
-    HostDeployPolicy admits its namespace), a MetalStackCluster whose partition has no super-network."""
+    claim of a template that does not exist, a Metal3Remediation no Machine owns, a host (not available) and its
+    BMC credentials, a HostClaim (no HostDeployPolicy admits its namespace), a MetalStackCluster whose partition has
+    no super-network."""
     with open_store({"backend": "local", "store_path": store_path}) as store:
         store.create({"apiVersion": IPAM, "kind": "IPPool", "metadata": {"name": "mgmt", "namespace": NS},
                       "spec": {"namePrefix": "mgmt", "pools": [{"start": "10.0.0.10", "end": "10.0.0.20"}],
@@ -64,6 +65,8 @@ def seed(store_path: str) -> None:
         store.create({"apiVersion": INFRA, "kind": "Metal3Machine", "metadata": {"name": "m-0", "namespace": NS},
                       "spec": {"image": {"url": "http://images/os.qcow2",
                                          "checksum": "http://images/os.qcow2.sha256sum"}}})
+        store.create({"apiVersion": INFRA, "kind": "Metal3Remediation", "metadata": {"name": "m-0", "namespace": NS},
+                      "spec": {"strategy": {"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 300}}})
         store.create({"apiVersion": INFRA, "kind": "Metal3DataClaim", "metadata": {"name": "dc", "namespace": NS},
                       "spec": {"template": {"name": "no-such-template"}}})
         store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
@@ -111,6 +114,10 @@ CASES = [
          == [("m-0", "pending", "no host: no available host matches")]
          and r["machines"][0]["waits_on"] == [{"api_version": "metal3.io/v1alpha1", "kind": "BareMetalHost",
                                                "namespace": NS, "name": ""}]),
+    Case("metal3remediation", {"name": "m-0", "namespace": NS},  # made by hand: owned by no Machine
+         lambda r: not r["changed"] and r["phase"] == "" and r["requeue_after"] == 5.0
+         and r["message"] == f"Metal3Remediation {NS}/m-0: no owner Machine (a MachineHealthCheck makes it owned "
+         "by the Machine it remediates)"),
     Case("hostclaim", {"name": "web-0", "namespace": NS},
          lambda r: r["changed"] and [(c["name"], c["phase"], c["host"], c["message"]) for c in r["claims"]]
          == [("web-0", "pending", "", f"no HostDeployPolicy admits namespace {NS}")]),

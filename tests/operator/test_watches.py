@@ -172,8 +172,8 @@ def test_a_file_that_does_not_exist_is_refused(tmp_path):
 def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     watches = {w.kind: w for w in load(REPO / "operator" / "watches.yaml")}
     assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "IPPrefixPool", "IPPrefixClaim", "BareMetalHost",
-                            "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3DataClaim", "Metal3Data",
-                            "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall"}
+                            "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3Remediation", "Metal3DataClaim",
+                            "Metal3Data", "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall"}
     claim = watches["IPClaim"]
     assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
                                                         "metal3.baremetal.ipam_reconcile")
