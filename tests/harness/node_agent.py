@@ -4,8 +4,9 @@ meta_data of the config drive Ironic holds for it - named by its ``local-hostnam
 with its ``uuid`` (CAPM3's templates pass ``node-labels: metal3.io/uuid={{ ds.meta_data.uuid }}`` to kubelet),
 with ``provider_id`` its ``spec.providerID`` ``metal3://`` and its ``providerid`` (as the templates pass
 ``provider-id: metal3://{{ ds.meta_data.providerid }}``; without, kubelet sets none) - and Ready while Ironic has
-it powered on, NotReady while it is off, as the node controller would mark it. A thread of the test; nothing in
-the collection knows it is not a kubelet."""
+it powered on, NotReady while it is off, as the node controller would mark it. A Node deleted is registered again
+once its machine is on (kubelet starts with it). A Node named in ``broken`` stays NotReady, on or off (a kubelet
+that fails). A thread of the test; nothing in the collection knows it is not a kubelet."""
 from __future__ import annotations
 
 import datetime
@@ -31,6 +32,7 @@ class NodeAgent:
         self.meta_data: dict[str, dict[str, Any]] = {}  # by Node name: the meta_data each was registered from
         self.nodes = client.CoreV1Api(workload.api_client())
         self.registered: dict[str, str] = {}  # Node name by Ironic node name, as registered
+        self.broken: set[str] = set()  # Nodes reported NotReady whatever their machine's power
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="node-agent", daemon=True)
@@ -64,11 +66,13 @@ class NodeAgent:
 
     def step(self) -> None:
         for ironic_name, power, meta in self._deployed():
-            name = meta["local-hostname"]
+            name, on = meta["local-hostname"], power == "power on"
             if self.registered.get(ironic_name) != name:
+                if not on:
+                    continue
                 self._register(name, meta)
                 self.registered[ironic_name] = name
-            self._report(name, power == "power on")
+            self._report(name, on and name not in self.broken)
 
     def _register(self, name: str, meta: dict[str, Any]) -> None:
         labels = {UUID_LABEL: meta["uuid"], "kubernetes.io/hostname": name}
@@ -97,5 +101,5 @@ class NodeAgent:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.nodes.patch_node_status(name, {"status": {"conditions": [{
             "type": "Ready", "status": status, "reason": "KubeletReady" if ready else "KubeletNotReady",
-            "message": "kubelet is posting ready status" if ready else "the machine is powered off",
+            "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
             "lastHeartbeatTime": now, "lastTransitionTime": now}]}})

@@ -9,9 +9,12 @@ as Cluster API reaches it, and a node agent plays kubelet from the config drive 
 each Node its machine's providerID (found by the ``metal3.io/uuid`` label) and the host's labels under the
 Metal3Cluster's sync prefixes, and core sets each Machine's nodeRef - Running. Scaling down and deleting the
 Cluster go through core's deletion (drain, the infrastructure machine, the Node), which waits on our finalizers:
-each host deprovisioned and free, each address released."""
+each host deprovisioned and free, each address released. Core's MachineHealthCheck remediates a worker whose
+Node is NotReady through our Metal3RemediationTemplate: the operator reboots its host, and gives the Machine up
+to core's MachineSet when the Node stays NotReady."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,6 +22,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.remediation import reconcile_remediation
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.kube import KubernetesStore
 from tests.harness.cluster import KubeCluster
 from tests.harness.cluster_api import ClusterAPI
@@ -151,16 +157,24 @@ def test_cores_machine_deployment_gets_running_machines_with_nodes_then_scales_d
     api.create_namespaced_custom_object(*CORE, ns, "clusters", cluster(ns))
     control_plane_machine(api, ns)
     api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, 2))
-    with NodeAgent(ironic, workload, ns) as agent:
-        try:
-            cluster_runs(api, ns, workload, agent)
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n{seen(api, ns, workload, agent)}") from None
+    kubeconfig = str(cluster_api.cluster.kubeconfig)
+    with NodeAgent(ironic, workload, ns) as agent, explained(api, ns, workload, agent, kubeconfig):
+        cluster_runs(api, ns, workload, agent)
     assert agent.errors == []
 
 
-def seen(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> str:
-    """What the Machines, Metal3Machines and Nodes were, for a failure's message."""
+@contextlib.contextmanager
+def explained(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent,
+              kubeconfig: str) -> Iterator[None]:
+    """A failed assertion told with what the cluster's objects were."""
+    try:
+        yield
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{seen(api, ns, workload, agent, kubeconfig)}") from None
+
+
+def seen(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent, kubeconfig: str) -> str:
+    """What the Machines, Metal3Machines, remediations and Nodes were, for a failure's message."""
     def conditions(obj: dict) -> list[tuple]:
         return [(c["type"], c["status"], c.get("reason"), c.get("message"))
                 for c in (obj.get("status") or {}).get("conditions") or []]
@@ -170,6 +184,15 @@ def seen(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: No
              for name, m in machines(api, ns).items()]
     lines += [f"metal3machine {m['metadata']['name']}: providerID={m['spec'].get('providerID')} "
               f"conditions={conditions(m)}" for m in listed(api, INFRA, "metal3machines", ns)]
+    for r in listed(api, INFRA, "metal3remediations", ns):
+        meta = r["metadata"]
+        lines.append(f"metal3remediation {meta['name']}: phase={(r.get('status') or {}).get('phase')} "
+                     f"retryCount={(r.get('status') or {}).get('retryCount')} finalizers={meta.get('finalizers')} "
+                     f"deleting={meta.get('deletionTimestamp')} annotations={sorted(meta.get('annotations') or {})}")
+        with KubernetesStore(kubeconfig=kubeconfig) as store:
+            step = reconcile_remediation(store, Ref("/".join(INFRA), "Metal3Remediation", meta["name"], ns),
+                                         dry_run=True, outbound=OutboundPolicy.of(["127.0.0.1"]))
+        lines.append(f"  a step now (dry run): {step.message}")
     lines += [f"node {name}: providerID={n.spec.provider_id} labels={n.metadata.labels}"
               for name, n in nodes(workload).items()]
     lines += [f"agent: registered={agent.registered} errors={agent.errors[-3:]}"]
@@ -253,3 +276,86 @@ def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, a
     eventually(all_available, "every host available", timeout=300)
     assert listed(api, IPAM, "ipaddresses", ns) == []
     assert listed(api, IPAM, "ipclaims", ns) == []
+
+
+REMEDIATION = "my-cluster-workers-remediation"
+REMEDIATION_TIMEOUT = 60  # seconds for a rebooted worker's Node to be back (v1beta1's timeout has no minimum)
+
+
+def machine_health_check(ns: str) -> dict[str, Any]:
+    """Core's MachineHealthCheck of the workers: a Node NotReady for 5 s is remediated by a Metal3Remediation."""
+    return {"apiVersion": "/".join(CORE), "kind": "MachineHealthCheck",
+            "metadata": {"name": WORKERS, "namespace": ns},
+            "spec": {"clusterName": CLUSTER,
+                     "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": WORKERS}},
+                     "checks": {"nodeStartupTimeoutSeconds": 600, "unhealthyNodeConditions": [
+                         {"type": "Ready", "status": "False", "timeoutSeconds": 5}]},
+                     "remediation": {"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+                                                     "kind": "Metal3RemediationTemplate", "name": REMEDIATION}}}}
+
+
+def test_a_health_check_reboots_an_unhealthy_worker_and_replaces_one_that_stays_unhealthy(
+        cluster_api, cluster_api_namespace, operator, workload, ironic):
+    """Core's MachineHealthCheck makes a Metal3Remediation from our template for a worker whose Node is NotReady:
+    the operator powers its host off, deletes the Node, powers the host on; the Node comes back Ready, gets back
+    a label it had, and the health check deletes the remediation. A worker whose Node stays NotReady is rebooted
+    once more (retryLimit 1), then given up: core's MachineSet deletes the Machine, its host is marked unhealthy
+    and freed, and the replacement Machine runs on another host."""
+    ns = cluster_api_namespace
+    api = client.CustomObjectsApi(cluster_api.cluster.api_client())
+    with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
+        for obj in demo_objects(ns, 3):
+            store.create(obj)
+        store.create({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3RemediationTemplate",
+                      "metadata": {"name": REMEDIATION, "namespace": ns},
+                      "spec": {"template": {"spec": {"strategy": {
+                          "type": "Reboot", "retryLimit": 1, "timeout": f"{REMEDIATION_TIMEOUT}s"}}}}})
+    api.create_namespaced_custom_object(*CORE, ns, "clusters", cluster(ns))
+    control_plane_machine(api, ns)
+    api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, 1))
+    kubeconfig = str(cluster_api.cluster.kubeconfig)
+    with NodeAgent(ironic, workload, ns) as agent, explained(api, ns, workload, agent, kubeconfig):
+        remediated(api, ns, workload, agent)
+    assert agent.errors == []
+
+
+def remediated(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:
+    eventually(lambda: len(machines(api, ns)) == 2 and all(map(running, machines(api, ns).values())),
+               "two Machines running", timeout=400)
+    api.create_namespaced_custom_object(*CORE, ns, "machinehealthchecks", machine_health_check(ns))
+    worker = next(m for name, m in machines(api, ns).items() if name.startswith(f"{WORKERS}-"))
+    name, node = worker["metadata"]["name"], worker["status"]["nodeRef"]["name"]
+    m3m = get(api, INFRA, "metal3machines", ns, worker["spec"]["infrastructureRef"]["name"])
+    host = m3m["metadata"]["annotations"]["metal3.io/BareMetalHost"].split("/")[1]
+    core_v1 = client.CoreV1Api(workload.api_client())
+    core_v1.patch_node(node, {"metadata": {"labels": {"example.test/team": "blue"}}})
+
+    # Its kubelet fails: the health check's remediation powers the host off and deletes the Node.
+    agent.broken.add(node)
+    eventually(lambda: (get(api, INFRA, "metal3remediations", ns, name) or {}).get("status", {}).get("phase")
+               == "Waiting", "the remediation waiting for the rebooted host", timeout=180)
+    # The host powers on again, kubelet with it, healthy this time: the Node is back with its label, and the
+    # health check deletes the remediation.
+    agent.broken.clear()
+    eventually(lambda: get(api, INFRA, "metal3remediations", ns, name) is None, "the remediation done and gone",
+               timeout=180)
+    assert nodes(workload)[node].metadata.labels.get("example.test/team") == "blue"
+    assert running(machines(api, ns)[name])
+    assert "capm3.metal3.io/unhealthy" not in (hosts(api, ns)[host]["metadata"].get("annotations") or {})
+    assert not [key for key in hosts(api, ns)[host]["metadata"].get("annotations") or {}
+                if key.startswith("reboot.metal3.io/")]
+
+    # It fails for good: rebooted, and once more (retryLimit 1), then given up - core deletes the Machine, the
+    # host is marked unhealthy and freed, and the MachineSet's new Machine runs on the third host.
+    agent.broken.add(node)
+
+    def replaced() -> bool:
+        current = machines(api, ns)
+        return name not in current and len(current) == 2 and all(map(running, current.values()))
+
+    eventually(replaced, "the worker replaced", timeout=600)
+    freed = hosts(api, ns)[host]
+    assert freed["metadata"]["annotations"]["capm3.metal3.io/unhealthy"] == "capm3/UnhealthyNode"
+    eventually(lambda: hosts(api, ns)[host]["status"]["provisioning"]["state"] == "available"
+               and host not in consumers(api, ns), "the unhealthy host freed", timeout=300)
+    assert len(consumers(api, ns)) == 2

@@ -195,7 +195,10 @@ class _Remediation:
         if limit > 0 and retries != limit:  # CAPM3's test: equal, not at least
             self._set_status(phase=RUNNING, lastRemediated=rfc3339(self.clock()), retryCount=retries + 1)
             return self.result(SOON, f"the Node did not come back: retry {retries + 1} of {limit}")
-        self._owner_cannot_be_remediated(machine)
+        try:
+            self._owner_cannot_be_remediated(machine)
+        except Metal3Error as e:
+            return self.result(WAIT, f"Machine {machine['metadata']['name']}: OwnerRemediated not written: {e}")
         self._annotate_host(host, {UNHEALTHY_ANNOTATION: UNHEALTHY_VALUE})
         self._set_status(phase=DELETING_MACHINE)
         return self.result(None, f"the Node did not come back after {limit} retries: Cluster API replaces "
@@ -266,7 +269,7 @@ class _Remediation:
             node = self._node(workload, machine)
             if node is None:
                 return ""
-            self._restore(workload, node)
+            self._restore(workload, node, (machine.get("spec") or {}).get("providerID", ""))
         self._forget_backup()
         return str(node["metadata"]["name"])
 
@@ -306,18 +309,22 @@ class _Remediation:
         self.changed = True
         return True
 
-    def _restore(self, workload: Store, node: Object) -> None:
-        """The kept labels and annotations the recreated Node lacks (what it has wins, as CAPM3)."""
+    def _restore(self, workload: Store, node: Object, provider_id: str) -> None:
+        """The kept labels and annotations the recreated Node lacks (what it has wins, as CAPM3), and the
+        Machine's providerID if kubelet set none (the metal3.io/uuid workflow: the Metal3Machine set it once, on
+        the Node that was deleted)."""
         kept = self.obj["metadata"].get("annotations") or {}
-        patch: dict[str, dict[str, str]] = {}
+        metadata: dict[str, dict[str, str]] = {}
         for field, key in (("annotations", NODE_ANNOTATIONS_BACKUP), ("labels", NODE_LABELS_BACKUP)):
             have = node["metadata"].get(field) or {}
             missing = {k: v for k, v in _unmarshal(kept.get(key, "")).items() if k not in have}
             if missing:
-                patch[field] = missing
+                metadata[field] = missing
+        patch: dict[str, Any] = {"metadata": metadata} if metadata else {}
+        if provider_id and not (node.get("spec") or {}).get("providerID"):
+            patch["spec"] = {"providerID": provider_id}
         if patch:
-            workload.patch(Ref("v1", "Node", node["metadata"]["name"], ""), {"metadata": patch},
-                           dry_run=self.dry_run)
+            workload.patch(Ref("v1", "Node", node["metadata"]["name"], ""), patch, dry_run=self.dry_run)
             self.changed = True
 
     def _unfinalize(self) -> None:
@@ -341,6 +348,7 @@ class _Remediation:
             v1beta1 = set_condition(status.get("conditions"), OWNER_REMEDIATED, False, WAITING_FOR_REMEDIATION)
             owner = next(c for c in v1beta1 if c["type"] == OWNER_REMEDIATED)
             owner["severity"] = "Warning"
+            del owner["message"]  # a v1beta1 condition's message, when given, is not empty (CAPM3 gives none)
             status["conditions"] = v1beta1
             v1beta2 = dict(status.get("v1beta2") or {})
             v1beta2["conditions"] = set_condition(v1beta2.get("conditions"), OWNER_REMEDIATED, False,

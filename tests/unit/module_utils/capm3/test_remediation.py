@@ -56,8 +56,9 @@ class Workload:
 
     def patch(self, ref: Ref, patch: dict, dry_run: bool = False):
         node = self.nodes[ref.name]
-        for field, values in patch["metadata"].items():
+        for field, values in (patch.get("metadata") or {}).items():
             node["metadata"].setdefault(field, {}).update(values)
+        node.setdefault("spec", {}).update(patch.get("spec") or {})
         return copy.deepcopy(node)
 
 
@@ -74,7 +75,8 @@ class Lab:
                       "metadata": {"name": "m3m-0", "namespace": NS,
                                    "annotations": {"metal3.io/BareMetalHost": f"{NS}/host-0"}}, "spec": {}})
         machine = store.create({"apiVersion": CAPI_API, "kind": "Machine", "metadata": {"name": "m-0", "namespace": NS},
-                                "spec": {"clusterName": "c", "infrastructureRef": {"name": "m3m-0"}}})
+                                "spec": {"clusterName": "c", "infrastructureRef": {"name": "m3m-0"},
+                                         "providerID": "metal3://ns/host-0/m3m-0"}})
         store.update_status({**machine, "status": {"nodeRef": {"name": "node-0"}}})
         self.workload.nodes["node-0"] = {"metadata": {"name": "node-0", "labels": {"role": "worker", "zone": "a"},
                                                       "annotations": {"note": "kept"}}}
@@ -148,6 +150,8 @@ def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(st
     assert (back.phase, back.message) == (WAITING, "Node node-0 is back")
     assert lab.workload.nodes["node-0"]["metadata"] == {
         "name": "node-0", "labels": {"zone": "b", "role": "worker"}, "annotations": {"note": "kept"}}
+    # kubelet set no providerID (CAPM3's metal3.io/uuid workflow): the Node gets its Machine's again.
+    assert lab.workload.nodes["node-0"]["spec"] == {"providerID": "metal3://ns/host-0/m3m-0"}
     remediation = lab.remediation()
     assert REMEDIATION_FINALIZER not in (remediation["metadata"].get("finalizers") or [])
     assert not set(remediation["metadata"].get("annotations") or {}) & {NODE_LABELS_BACKUP, NODE_ANNOTATIONS_BACKUP}
@@ -183,9 +187,14 @@ def test_a_node_that_stays_away_is_retried_then_its_machine_given_up_and_its_hos
     assert (given_up.phase, given_up.requeue_after) == (DELETING_MACHINE, None)
     assert lab.host()["metadata"]["annotations"] == {"capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}
     status = store.get(MACHINE)["status"]
-    for conditions in (status["conditions"], status["v1beta2"]["conditions"]):
-        owner = next(c for c in conditions if c["type"] == "OwnerRemediated")
-        assert (owner["status"], owner["reason"]) == ("False", "WaitingForRemediation")
+    v1beta1 = next(c for c in status["conditions"] if c["type"] == "OwnerRemediated")
+    v1beta2 = next(c for c in status["v1beta2"]["conditions"] if c["type"] == "OwnerRemediated")
+    # As Cluster API's schemas have them: a v1beta1 condition's message is absent or not empty, a v1beta2 one's
+    # is always there.
+    assert {k: v for k, v in v1beta1.items() if k != "lastTransitionTime"} == {
+        "type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "severity": "Warning"}
+    assert {k: v for k, v in v1beta2.items() if k != "lastTransitionTime"} == {
+        "type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "message": ""}
     assert lab.step().requeue_after is None and lab.step().changed is False  # nothing more to do
 
 
