@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from kubernetes import client
@@ -145,7 +145,6 @@ def consumers(api: client.CustomObjectsApi, ns: str) -> dict[str, str]:
 def test_cores_machine_deployment_gets_running_machines_with_nodes_then_scales_down_and_the_cluster_goes(
         cluster_api, cluster_api_namespace, operator, workload, ironic):
     ns = cluster_api_namespace
-    api = client.CustomObjectsApi(cluster_api.cluster.api_client())
     with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
         for obj in demo_objects(ns, 3):
             if obj["kind"] == "Metal3Cluster":
@@ -154,12 +153,20 @@ def test_cores_machine_deployment_gets_running_machines_with_nodes_then_scales_d
                 obj["metadata"]["labels"][f"{SYNCED}/rack"] = "r1"
                 obj["metadata"]["labels"]["other.example/rack"] = "r1"  # not a synced prefix
             store.create(obj)
+    run_cluster(cluster_api, ns, workload, ironic, 2, cluster_runs)
+
+
+def run_cluster(cluster_api: ClusterAPI, ns: str, workload: KubeCluster, ironic: Any, workers: int,
+                scenario: Callable[[client.CustomObjectsApi, str, KubeCluster, NodeAgent], None]) -> None:
+    """The Cluster, its control plane Machine and a MachineDeployment of ``workers``, then ``scenario`` with the
+    node agent playing kubelet; a failed assertion tells what the cluster's objects were."""
+    api = client.CustomObjectsApi(cluster_api.cluster.api_client())
     api.create_namespaced_custom_object(*CORE, ns, "clusters", cluster(ns))
     control_plane_machine(api, ns)
-    api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, 2))
+    api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, workers))
     kubeconfig = str(cluster_api.cluster.kubeconfig)
     with NodeAgent(ironic, workload, ns) as agent, explained(api, ns, workload, agent, kubeconfig):
-        cluster_runs(api, ns, workload, agent)
+        scenario(api, ns, workload, agent)
     assert agent.errors == []
 
 
@@ -302,7 +309,6 @@ def test_a_health_check_reboots_an_unhealthy_worker_and_replaces_one_that_stays_
     once more (retryLimit 1), then given up: core's MachineSet deletes the Machine, its host is marked unhealthy
     and freed, and the replacement Machine runs on another host."""
     ns = cluster_api_namespace
-    api = client.CustomObjectsApi(cluster_api.cluster.api_client())
     with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
         for obj in demo_objects(ns, 3):
             store.create(obj)
@@ -310,13 +316,7 @@ def test_a_health_check_reboots_an_unhealthy_worker_and_replaces_one_that_stays_
                       "metadata": {"name": REMEDIATION, "namespace": ns},
                       "spec": {"template": {"spec": {"strategy": {
                           "type": "Reboot", "retryLimit": 1, "timeout": f"{REMEDIATION_TIMEOUT}s"}}}}})
-    api.create_namespaced_custom_object(*CORE, ns, "clusters", cluster(ns))
-    control_plane_machine(api, ns)
-    api.create_namespaced_custom_object(*CORE, ns, "machinedeployments", machine_deployment(ns, 1))
-    kubeconfig = str(cluster_api.cluster.kubeconfig)
-    with NodeAgent(ironic, workload, ns) as agent, explained(api, ns, workload, agent, kubeconfig):
-        remediated(api, ns, workload, agent)
-    assert agent.errors == []
+    run_cluster(cluster_api, ns, workload, ironic, 1, remediated)
 
 
 def remediated(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:

@@ -56,7 +56,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import UNHEALTHY_ANNOTATIONS
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.timeline import parse_time
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
@@ -64,7 +66,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     set_condition,
 )
 
-BMH_API = "metal3.io/v1alpha1"
 KIND = "Metal3Remediation"
 REMEDIATION_FINALIZER = "metal3remediation.infrastructure.cluster.x-k8s.io"
 POWER_OFF_ANNOTATION_PREFIX = "reboot.metal3.io/metal3-remediation-"
@@ -127,12 +128,10 @@ class _Remediation:
         try:
             machine = self._owner_machine()
             host = self._host(machine)
-        except _NotServed as e:
-            return self._let_go(None) if self.obj["metadata"].get("deletionTimestamp") else self.result(None, str(e))
         except NotFound as e:
             if self.obj["metadata"].get("deletionTimestamp"):
                 return self._let_go(None)
-            return self.result(WAIT, str(e))
+            return self.result(None if isinstance(e, _NotServed) else WAIT, str(e))
         if self.obj["metadata"].get("deletionTimestamp"):
             # The MachineHealthCheck deletes it once the Node is healthy again, maybe before a step saw the Node
             # back: what it lost is given back first, if the workload cluster answers.
@@ -278,8 +277,7 @@ class _Remediation:
         if not last:
             return False
         timeout = int(self.strategy.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-        started = datetime.datetime.fromisoformat(last.replace("Z", "+00:00"))
-        return started + datetime.timedelta(seconds=timeout) < self.clock()
+        return parse_time(last) + datetime.timedelta(seconds=timeout) < self.clock()
 
     # -- what it writes ---------------------------------------------------------------------------------------
     def _set_status(self, **fields: Any) -> None:
