@@ -1,7 +1,8 @@
 """Hostile tenant input through the operator, on the real kube-apiserver, where no webhook checks HostClaims or
 IPPools: what a tenant writes is refused by the reconcile naming the field, and nothing it asked fetched reaches
 the claim's status (issue 30). The operator serves claims of kind libvirt here (its libvirt options set), and no
-claim gets as far as asking the hypervisor anything."""
+claim gets as far as asking the hypervisor anything; bare-metal claims whose image the controller's Ironic would
+fetch from the controller's own hosts bind nothing."""
 from __future__ import annotations
 
 import base64
@@ -33,6 +34,14 @@ VM_CLAIMS: dict[str, tuple[dict[str, Any], str, str]] = {
     "more-than-the-operator-allows": ({"image": {"url": IMAGE, "checksum": "0" * 64, "format": "qcow2"},
                                        "args": {"memory": "1Ti"}}, "spec.args.memory", ""),
 }
+# Bare-metal claims: the Ironic the controller runs would check and fetch these for the host (upstream admits ftp).
+BM_CLAIMS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "host-image-on-ironics-loopback": ({"image": {"url": "http://127.0.0.1:6385/v1/nodes", "checksum": "0" * 64,
+                                                  "checksumType": "sha256"}}, "spec.image.url", ""),
+    "host-checksum-on-link-local": ({"image": {"url": "ftp://images.example/os.img",
+                                               "checksum": "http://169.254.169.254/latest/user-data"}},
+                                    "spec.image.checksum", ""),
+}
 
 
 def _claim(custom: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any]:
@@ -44,6 +53,10 @@ def test_hostile_claims_and_a_risky_pool_through_the_operator(operators, custom,
         custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", {
             "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim", "metadata": {"name": name},
             "spec": {"kind": "libvirt", "poweredOn": True, **spec}})
+    for name, (spec, _field, _never) in BM_CLAIMS.items():
+        custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", {
+            "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim", "metadata": {"name": name},
+            "spec": {"poweredOn": True, **spec}})
     # A kubeconfig whose server is the controller's own loopback (the API proxy's port, say): never connected to.
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
                   "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
@@ -65,7 +78,7 @@ def test_hostile_claims_and_a_risky_pool_through_the_operator(operators, custom,
                    # nothing may fetch through virsh: none is there to answer
                    "METAL3_LIBVIRT_URI": "qemu+unix:///system?socket=/nonexistent"})
 
-    for name, (_spec, field, never) in VM_CLAIMS.items():
+    for name, (_spec, field, never) in {**VM_CLAIMS, **BM_CLAIMS}.items():
         ready = eventually(lambda name=name: (c := condition(_claim(custom, kube_namespace, name), "Ready"))
                            and c.get("status") == "False" and c, f"claim {name} refused", timeout=300)
         assert ready["message"].startswith(f"{field}: "), (name, ready)

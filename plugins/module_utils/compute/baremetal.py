@@ -24,6 +24,7 @@ import contextlib
 import copy
 import hashlib
 import re
+import urllib.parse
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator, cast
 
@@ -39,6 +40,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base impo
     Services,
     Stuck,
     Waiting,
+    image_urls,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound, NotHeld
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
@@ -48,6 +50,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     now,
     split_reference,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission import Problem
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
@@ -188,6 +191,22 @@ class BareMetal(ComputeClass):
     def admit(cls, spec: dict[str, Any]) -> Iterator[Problem]:
         if spec.get("args"):
             yield "spec.args", f"kind {BAREMETAL} takes no args"
+
+    def refusals(self) -> dict[str, str]:
+        """The hosts the image's URLs name, through the operator's outbound policy: the Ironic the controller runs
+        checks and fetches them with the controller's network position, so they must not be the controller's own
+        (loopback, link-local). Their schemes are upstream's webhook's to admit (ftp and oci among them)."""
+        for field_name, url in image_urls(self.claim.spec.get("image") or {}):
+            try:
+                host = urllib.parse.urlsplit(url).hostname
+            except ValueError:
+                continue  # not a URL: admission says so
+            try:
+                if host:
+                    self.services.outbound.check_host(url, host, field_name)
+            except Refused as e:
+                return {"image": str(e)}
+        return {}
 
     # -- reaching the hosts ------------------------------------------------------------------------------------
     @property

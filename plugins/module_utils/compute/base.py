@@ -9,6 +9,7 @@ kind - finalizer, the claim's Secrets checked, its HardwareData, its status and 
 release on delete - and asks the class its ``spec.kind`` names (compute/registry.py) for the rest:
 
 - ``admit``: what of a claim's spec the class refuses (admission, and the reconcile's own check on a cluster);
+- ``refusals``: what it will not serve now, which only the reconcile can tell (where a URL's host resolves to);
 - ``session``: reach where its compute lives (another cluster's hosts), for one step;
 - ``bind``: what serves the claim - the one it is bound to, or one bound (or made) now - or why nothing does yet;
 - ``configure``: bring it to the claim's spec (image, data, power, reboot) and observe it, in a BareMetalHost's
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Itera
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, secret_values
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission import Problem
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import REBOOT_ANNOTATION
@@ -55,6 +56,30 @@ DATA_FIELDS: tuple[DataField, ...] = ("userData", "metaData", "networkData")
 def claim_kind(claim: dict[str, Any]) -> str:
     """The class of compute that serves the claim: ``spec.kind``, ``baremetal`` when none is given."""
     return str((claim.get("spec") or {}).get("kind") or DEFAULT_KIND)
+
+
+def image_urls(image: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, URL) of what is fetched for a claim's image: its URL, and its checksum file's when the checksum is
+    a URL. The controller fetches them (a virtual machine's image), or the Ironic it runs (a host's)."""
+    urls = [("spec.image.url", str(image.get("url") or ""))]
+    checksum = str(image.get("checksum") or "")
+    if "://" in checksum:
+        urls.append(("spec.image.checksum", checksum))
+    return urls
+
+
+def image_url_problems(image: Any) -> Iterator[Problem]:
+    """A claim's image and checksum URLs http or https, for a class whose controller fetches them itself (a
+    virtual machine's; admission: the hosts they name are the reconcile's to check, with the operator's policy)."""
+    if not isinstance(image, dict):
+        return
+    for field_name, url in image_urls(image):
+        if not url:
+            continue
+        try:
+            OutboundPolicy().check_scheme(url, field_name)
+        except Refused as e:
+            yield field_name, str(e).removeprefix(f"{field_name}: ")
 
 
 @dataclass(frozen=True)
@@ -202,6 +227,11 @@ class ComputeClass(ABC):
     def elsewhere(self) -> bool:
         """Whether what serves the claim lives in another store (the claim says whether that store answers)."""
         return False
+
+    def refusals(self) -> dict[str, str]:
+        """What of the claim's spec this class will not serve now, by field, beyond admission (the operator's
+        outbound policy, say): the claim then binds nothing and changes nothing of what serves it, and says why."""
+        return {}
 
     @abstractmethod
     def bind(self, refusals: dict[str, str]) -> Bound | Pending:

@@ -59,6 +59,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.compute.base impo
     Stuck,
     Waiting,
     claim_kind,
+    image_url_problems,
+    image_urls,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import DomainError, Invalid, Unavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import (
@@ -470,21 +472,11 @@ class LibvirtMachines:
         return path, image_format
 
 
-def fetched_urls(image: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field, URL) of what the controller fetches for an image: its URL, and its checksum file's when the
-    checksum is a URL."""
-    urls = [("spec.image.url", str(image.get("url") or ""))]
-    checksum = str(image.get("checksum") or "")
-    if "://" in checksum:
-        urls.append(("spec.image.checksum", checksum))
-    return urls
-
-
 def check_image_urls(image: Mapping[str, Any], policy: OutboundPolicy) -> None:
     """The image's URL and its checksum file's (when the checksum is a URL) through ``policy``: MachineFailure
     naming the field when either is one the controller does not fetch. On a cluster no webhook has checked them."""
     try:
-        for field, url in fetched_urls(image):
+        for field, url in image_urls(image):
             policy.check(url, field)
     except Refused as e:
         raise MachineFailure(str(e)) from None
@@ -698,7 +690,7 @@ class Libvirt(ComputeClass):
         """Its args (with their fixed sanity bounds), its image and checksum URLs http or https (the controller
         itself fetches them); no other cluster's hosts to reach and no custom deploy."""
         yield from args_problems(spec.get("args"))
-        yield from _fetched_url_problems(spec.get("image"))
+        yield from image_url_problems(spec.get("image"))
         if spec.get("identityRef"):
             yield "spec.identityRef", f"a claim of kind {LIBVIRT} is served here, not by another cluster's hosts"
         if spec.get("customDeploy"):
@@ -803,16 +795,3 @@ class Libvirt(ComputeClass):
                 self._hypervisor().delete(self.machine_name)
             self.claim.changed = True
         return None
-
-
-def _fetched_url_problems(image: Any) -> Iterator[Problem]:
-    """A virtual machine's image and checksum URLs, which this controller fetches: http or https."""
-    if not isinstance(image, dict):
-        return
-    for field_name, url in fetched_urls(image):
-        if not url:
-            continue
-        try:
-            OutboundPolicy().check_scheme(url, field_name)
-        except Refused as e:
-            yield field_name, str(e).removeprefix(f"{field_name}: ")

@@ -77,7 +77,11 @@ class OutboundPolicy:
     def check(self, url: str, field: str, resolve: bool = True) -> None:
         """Refused unless ``url`` is http(s) and its host is not the controller's own (or is allowed);
         ``resolve``: look the name up too (where it will be connected to), not only an address written in it."""
-        host = (self.check_scheme(url, field).hostname or "").lower().rstrip(".")
+        self.check_host(url, self.check_scheme(url, field).hostname or "", field, resolve)
+
+    def check_host(self, url: str, host: str, field: str, resolve: bool = True) -> None:
+        """Refused when ``host`` (of ``url``, whatever its scheme) is the controller's own and not allowed."""
+        host = host.lower().rstrip(".")
         if host in self.allowed_local_hosts:
             return
         if host == "localhost" or host.endswith(".localhost") or _local(host):

@@ -288,6 +288,7 @@ class _Flow:
     def normal(self, compute: ComputeClass) -> ClaimResult:
         self._ensure_finalizer()
         refusals: dict[str, str] = {field: why for field in DATA_FIELDS if (why := _data_refusal(self.claim, field))}
+        refusals.update(compute.refusals())
         bound = compute.bind(refusals)
         if isinstance(bound, Pending):
             return self._pending(bound, refusals)

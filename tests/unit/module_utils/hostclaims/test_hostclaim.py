@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.compute import baremetal as bm
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim as hc
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
@@ -207,6 +208,39 @@ def test_a_claim_whose_data_cannot_be_read_binds_nothing_or_deploys_nothing(stor
     synchronized = condition(store.get(claim_ref), "Synchronized")
     assert synchronized["status"] == "False" and synchronized["message"] == why
     assert [s["metadata"]["name"] for s in store.list("v1", "Secret", INFRA)] == ["bmc"]  # nothing copied
+
+
+# image URLs the Ironic of the controller would check and fetch, allowed local hosts -> the refusal (None: bound)
+IMAGE_HOSTS = [
+    ({"url": "http://127.0.0.1:6385/v1/nodes"}, (), "spec.image.url: 'http://127.0.0.1:6385/v1/nodes' names a "
+                                                   "loopback or link-local host"),
+    ({"url": "http://localhost/os.img"}, (), "spec.image.url: 'http://localhost/os.img' names a loopback"),
+    ({"url": "http://[::1]:8088/os.img"}, (), "spec.image.url: 'http://[::1]:8088/os.img' names a loopback"),
+    ({"url": "ftp://127.0.0.1/os.img"}, (), "spec.image.url: 'ftp://127.0.0.1/os.img' names a loopback"),
+    ({"checksum": "http://169.254.169.254/latest/meta-data"}, (),
+     "spec.image.checksum: 'http://169.254.169.254/latest/meta-data' names a loopback or link-local host"),
+    ({"url": "http://127.0.0.1:8088/os.img"}, ("127.0.0.1",), None),
+    ({}, (), None),
+]
+
+
+@pytest.mark.parametrize(("image", "allowed", "refusal"), IMAGE_HOSTS)
+def test_a_bare_metal_claims_image_on_the_controllers_own_hosts_binds_nothing(store, image, allowed, refusal):
+    """Ironic, which the controller runs, checks and fetches a host's image: a tenant's URL naming the
+    controller's loopback or link-local hosts is refused (whatever its scheme; upstream admits ftp and oci),
+    unless the operator allows the host (allowed_local_hosts)."""
+    policy(store, names=[TENANT])
+    host(store, "server-0")
+    claim_ref = claim(store, "web", image={**IMAGE, **image})
+    step = hc.reconcile_host_claim(store, claim_ref, outbound=OutboundPolicy.of(allowed))
+    server = store.get(Ref(API, "BareMetalHost", "server-0", INFRA))
+    if refusal is None:
+        assert not step.error and host_of(store, claim_ref)["metadata"]["name"] == "server-0"
+        return
+    assert step.error.startswith(refusal) and step.requeue_after is None, step
+    assert "consumerRef" not in server["spec"] and "image" not in server["spec"]
+    ready = condition(store.get(claim_ref), "Ready")
+    assert ready["status"] == "False" and ready["message"].startswith(refusal)
 
 
 def test_a_deleted_claim_deprovisions_and_frees_its_host_for_the_next_claim(store):
