@@ -41,7 +41,7 @@ import contextlib
 import datetime
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
@@ -77,6 +77,7 @@ OWNER_REMEDIATED = "OwnerRemediated"
 WAITING_FOR_REMEDIATION = "WaitingForRemediation"
 
 RUNNING, WAITING, DELETING_MACHINE, FAILED = "Running", "Waiting", "Deleting machine", "Failed"
+_T = TypeVar("_T")
 REBOOT = "Reboot"
 DEFAULT_TIMEOUT = 600  # seconds, CAPM3's when spec.strategy.timeoutSeconds is not set
 SOON, WAIT = 1.0, 5.0  # CAPM3's requeues: after a write it reads back, and while the host or the Node moves
@@ -152,8 +153,8 @@ class _Remediation:
             return self.result(None, phase)
         try:
             return self._running(machine, host) if phase == RUNNING else self._waiting(machine, host)
-        except Metal3Error as e:
-            return self.result(WAIT, f"the workload cluster: {e}")
+        except Metal3Error as e:  # the workload cluster's errors say so (_asked)
+            return self.result(WAIT, str(e))
 
     def _running(self, machine: Object, host: Object) -> RemediationResult:
         if REMEDIATION_FINALIZER not in (self.obj["metadata"].get("finalizers") or []):
@@ -166,13 +167,14 @@ class _Remediation:
             return self.result(WAIT, f"host {host['metadata']['name']} asked to power off")
         if (host.get("status") or {}).get("poweredOn"):
             return self.result(WAIT, f"waiting for host {host['metadata']['name']} to power off")
+        node_ref = self._node_ref(machine)
         with self._workload(machine) as workload:
-            node = self._node(workload, machine)
+            node = _asked(workload.get_if_exists, node_ref)
             if node is not None:
                 if self._back_up(node):
                     return self.result(SOON, f"Node {node['metadata']['name']}'s labels and annotations kept")
                 if not node["metadata"].get("deletionTimestamp"):
-                    workload.delete(Ref("v1", "Node", node["metadata"]["name"], ""), dry_run=self.dry_run)
+                    _asked(workload.delete, node_ref, dry_run=self.dry_run)
                     self.changed = True
                 return self.result(WAIT, f"waiting for Node {node['metadata']['name']} to go")
         self._set_status(phase=WAITING)
@@ -222,6 +224,10 @@ class _Remediation:
         machine = self.store.get_if_exists(Ref(CAPI_API, "Machine", owner["name"], self.ref.namespace))
         if machine is None:
             raise NotFound(f"owner Machine {self.ref.namespace}/{owner['name']} not found")
+        if owner.get("uid") and owner["uid"] != machine["metadata"].get("uid"):
+            # Its owner was deleted and a Machine of that name made since: the garbage collector deletes this one.
+            raise NotFound(f"owner Machine {self.ref.namespace}/{owner['name']} (uid {owner['uid']}) not found: "
+                           f"Machine {owner['name']} is another one")
         return machine
 
     def _host(self, machine: Object) -> Object:
@@ -247,16 +253,17 @@ class _Remediation:
     def _workload(self, machine: Object) -> Store:
         cluster = (machine.get("spec") or {}).get("clusterName") or \
             (machine["metadata"].get("labels") or {}).get(CLUSTER_NAME_LABEL, "")
-        workload = self.open_workload(self.store, self.ref.namespace, cluster, self.outbound) if cluster else None
+        workload = _asked(self.open_workload, self.store, self.ref.namespace, cluster, self.outbound) \
+            if cluster else None
         if workload is None:
             raise NotFound(f"no kubeconfig Secret for the workload cluster of Machine {machine['metadata']['name']}")
         return workload
 
-    def _node(self, workload: Store, machine: Object) -> Object | None:
+    def _node_ref(self, machine: Object) -> Ref:
         name = (((machine.get("status") or {}).get("nodeRef")) or {}).get("name")
         if not name:
             raise NotFound(f"Machine {machine['metadata']['name']} names no Node (status.nodeRef)")
-        return workload.get_if_exists(Ref("v1", "Node", name, ""))
+        return Ref("v1", "Node", name, "")
 
     def _restore_if_back(self, machine: Object) -> str:
         """The Node's name if it is back and got what it lost now; '' when there is nothing (more) to restore or
@@ -264,8 +271,9 @@ class _Remediation:
         which the operators put back on every reconcile)."""
         if NODE_LABELS_BACKUP not in (self.obj["metadata"].get("annotations") or {}):
             return ""
+        node_ref = self._node_ref(machine)
         with self._workload(machine) as workload:
-            node = self._node(workload, machine)
+            node = _asked(workload.get_if_exists, node_ref)
             if node is None:
                 return ""
             self._restore(workload, node, (machine.get("spec") or {}).get("providerID", ""))
@@ -322,7 +330,7 @@ class _Remediation:
         if provider_id and not (node.get("spec") or {}).get("providerID"):
             patch["spec"] = {"providerID": provider_id}
         if patch:
-            workload.patch(Ref("v1", "Node", node["metadata"]["name"], ""), patch, dry_run=self.dry_run)
+            _asked(workload.patch, Ref("v1", "Node", node["metadata"]["name"], ""), patch, dry_run=self.dry_run)
             self.changed = True
 
     def _unfinalize(self) -> None:
@@ -358,6 +366,14 @@ class _Remediation:
             return self.store.update_status({**current, "status": status}, dry_run=self.dry_run)
 
         retry_on_conflict(write)
+
+
+def _asked(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``call`` to the workload cluster (or to open it); its failure says it was the workload cluster's."""
+    try:
+        return call(*args, **kwargs)
+    except Metal3Error as e:
+        raise Metal3Error(f"the workload cluster: {e}") from e
 
 
 def _marshal(values: dict[str, str] | None) -> str:

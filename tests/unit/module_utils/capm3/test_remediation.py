@@ -21,6 +21,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.remediation
     WAITING,
     reconcile_remediation,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Unavailable
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
@@ -246,6 +247,10 @@ def test_deleting_a_remediation_powers_its_host_on_again_and_lets_it_go(store):
     (lambda store: store.patch(REMEDIATION, {"metadata": {"ownerReferences": [
         {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": "m-9", "uid": "u-9"}]}}),
      "owner Machine ns/m-9 not found"),
+    # Its owner was deleted and another Machine of that name made before the garbage collector came by.
+    (lambda store: store.patch(REMEDIATION, {"metadata": {"ownerReferences": [
+        {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": "m-0", "uid": "u-gone"}]}}),
+     "owner Machine ns/m-0 (uid u-gone) not found: Machine m-0 is another one"),
     (lambda store: store.patch(REMEDIATION, {"metadata": {"ownerReferences": None}}),
      "Metal3Remediation ns/m-0: no owner Machine (a MachineHealthCheck makes it owned by the Machine it remediates)"),
     (lambda store: store.delete(Ref(INFRA_API, "Metal3Machine", "m3m-0", NS)),
@@ -278,7 +283,22 @@ def test_a_machine_that_names_no_node_waits_with_the_host_off(store):
     lab.set_powered(False)
     result = lab.step()
     assert (result.phase, result.requeue_after) == (RUNNING, 5.0)
-    assert result.message == "the workload cluster: Machine m-0 names no Node (status.nodeRef)"
+    assert result.message == "Machine m-0 names no Node (status.nodeRef)"
+
+
+def test_a_workload_cluster_that_fails_is_said_to_and_the_host_stays_off(store):
+    lab = Lab(store, REBOOT)
+    lab.steps(3)
+    lab.set_powered(False)
+
+    def refused(ref):
+        raise Unavailable("connection refused")
+
+    lab.workload.get_if_exists = refused
+    result = lab.step()
+    assert (result.phase, result.requeue_after, result.message) == (RUNNING, 5.0,
+                                                                     "the workload cluster: connection refused")
+    assert lab.power_off_requested()
 
 
 def test_the_power_off_request_is_baremetal_operators_hard_reboot(store):
