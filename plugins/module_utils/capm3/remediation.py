@@ -33,7 +33,9 @@ Where this differs from CAPM3, on purpose:
   here the kept labels mark it.
 - Out-of-service taints (CAPM3 uses them on Kubernetes 1.28 and later, in place of deleting the Node) are not
   used: the Node is deleted.
-- HostClaim-mode machines are not remediated yet.
+- HostClaim mode (the seed: HostClaims are transparent for remediation): the Metal3Machine's HostClaim is
+  annotated and checked as a host would be (``spec.poweredOn`` for ``spec.online``); the claim holds what serves
+  it off while the annotation is there and carries the unhealthy mark to its host (compute/).
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import KIND as HOST_CLAIM_KIND
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import UNHEALTHY_ANNOTATIONS
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.timeline import parse_time
@@ -139,9 +142,9 @@ class _Remediation:
             with contextlib.suppress(Metal3Error):
                 self._restore_if_back(machine)
             return self._let_go(host)
-        if not (host.get("spec") or {}).get("online"):
+        if not (host.get("spec") or {}).get(_POWER_FIELD[host["kind"]]):
             self._set_status(phase=FAILED)
-            return self.result(None, f"host {host['metadata']['name']} is offline (spec.online false)")
+            return self.result(None, f"{_named(host)} is offline (spec.{_POWER_FIELD[host['kind']]} false)")
         strategy = self.strategy.get("type", "")
         if strategy != REBOOT:
             return self.result(None, f"unsupported remediation strategy {strategy!r}: only {REBOOT} is")
@@ -164,9 +167,9 @@ class _Remediation:
         annotations = host["metadata"].get("annotations") or {}
         if self.power_off_annotation not in annotations:
             self._annotate_host(host, {self.power_off_annotation: POWER_OFF_REQUEST})
-            return self.result(WAIT, f"host {host['metadata']['name']} asked to power off")
+            return self.result(WAIT, f"{_named(host)} asked to power off")
         if (host.get("status") or {}).get("poweredOn"):
-            return self.result(WAIT, f"waiting for host {host['metadata']['name']} to power off")
+            return self.result(WAIT, f"waiting for {_named(host)} to power off")
         node_ref = self._node_ref(machine)
         with self._workload(machine) as workload:
             node = _asked(workload.get_if_exists, node_ref)
@@ -184,7 +187,7 @@ class _Remediation:
         if self.power_off_annotation in (host["metadata"].get("annotations") or {}):
             host = self._annotate_host(host, {self.power_off_annotation: None})
         if not (host.get("status") or {}).get("poweredOn"):
-            return self.result(WAIT, f"waiting for host {host['metadata']['name']} to power on")
+            return self.result(WAIT, f"waiting for {_named(host)} to power on")
         back = self._restore_if_back(machine)
         if back:
             self._unfinalize()
@@ -239,8 +242,16 @@ class _Remediation:
                            "not found")
         annotations = m3m["metadata"].get("annotations") or {}
         if HOST_CLAIM_ANNOTATION in annotations:
-            raise _NotServed(f"Metal3Machine {self.ref.namespace}/{name} holds a HostClaim: HostClaim-mode machines "
-                             "are not remediated yet")
+            # HostClaim mode: the claim is remediated as a host would be, and passes the power-off request and the
+            # unhealthy mark on to what serves it (a host of this cluster or another, a virtual machine).
+            reference = annotations[HOST_CLAIM_ANNOTATION]
+            claim_name = reference.rpartition("/")[2]
+            claim = self.store.get_if_exists(Ref(BMH_API, HOST_CLAIM_KIND, claim_name, self.ref.namespace)) \
+                if claim_name else None
+            if claim is None:
+                raise NotFound(f"no HostClaim for unhealthy machine {self.ref.namespace}/{name} "
+                               f"({HOST_CLAIM_ANNOTATION}: {reference!r})")
+            return claim
         reference = annotations.get(HOST_ANNOTATION, "")
         host_name = reference.rpartition("/")[2]
         host = self.store.get_if_exists(Ref(BMH_API, "BareMetalHost", host_name, self.ref.namespace)) \
@@ -366,6 +377,14 @@ class _Remediation:
             return self.store.update_status({**current, "status": status}, dry_run=self.dry_run)
 
         retry_on_conflict(write)
+
+
+# What says a host or a HostClaim is to be on.
+_POWER_FIELD = {"BareMetalHost": "online", HOST_CLAIM_KIND: "poweredOn"}
+
+
+def _named(target: Object) -> str:
+    return f"{'host' if target['kind'] == 'BareMetalHost' else target['kind']} {target['metadata']['name']}"
 
 
 def _asked(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:

@@ -65,6 +65,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     CLAIM_ID_ANNOTATION,
+    UNHEALTHY_ANNOTATIONS,
     Consumer,
     associate,
     host_selector,
@@ -172,6 +173,19 @@ def copy_name(host_name: str, field: str) -> str:
 
 
 # -- the class -------------------------------------------------------------------------------------------------
+
+# A claim's power holds (reboot.metal3.io/<key>) on its host: under keys of their own, so that the claim adds and
+# removes its own only (an admin's hold on the host stays as it is). One claim holds a host at a time.
+HOST_HOLD_PREFIX = REBOOT_ANNOTATION + "/hostclaim-"
+
+
+def _host_hold(key: str) -> str:
+    return HOST_HOLD_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _without_holds(annotations: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in annotations.items() if not key.startswith(HOST_HOLD_PREFIX)}
+
 
 class BareMetal(ComputeClass):
     """Claims served by BareMetalHosts: of the claim's store, or of the store its spec.identityRef names
@@ -346,7 +360,7 @@ class BareMetal(ComputeClass):
         state = host_state(host)
         powered_on = (cast("BareMetalHost", host).get("status") or {}).get("poweredOn")
         settled = state in STABLE_STATES and (state == PROVISIONED or not self.claim.deploying) and \
-            bool(powered_on) == bool(self.claim.spec.get("poweredOn"))
+            bool(powered_on) == (bool(self.claim.spec.get("poweredOn")) and not self.claim.power_holds)
         return Observed(host, {}, f"host {host['metadata']['namespace']}/{host['metadata']['name']} is "
                                   f"{state or 'new'}", settled)
 
@@ -410,9 +424,15 @@ class BareMetal(ComputeClass):
                 if field in copies:
                     host_spec[field] = {"name": copies[field], "namespace": target["metadata"]["namespace"]}
             host_spec["online"] = bool(spec.get("poweredOn"))
+            current = target["metadata"].get("annotations") or {}
+            wanted = _without_holds(current)
+            wanted.update({_host_hold(key): value for key, value in self.claim.power_holds.items()})
             if REBOOT_ANNOTATION in annotations:
-                target["metadata"]["annotations"] = {**(target["metadata"].get("annotations") or {}),
-                                                     REBOOT_ANNOTATION: annotations[REBOOT_ANNOTATION]}
+                wanted[REBOOT_ANNOTATION] = annotations[REBOOT_ANNOTATION]
+            # A machine the claim's remediation gave up on: the host is not chosen again until an admin says so.
+            wanted.update({key: annotations[key] for key in UNHEALTHY_ANNOTATIONS if key in annotations})
+            if wanted != current:
+                target["metadata"]["annotations"] = wanted
 
         written = update_claimed_host(self.hosts, Ref.of(host), self.consumer, change, self.claim.dry_run)
         self.claim.changed = self.claim.changed or written != host
@@ -453,6 +473,11 @@ class BareMetal(ComputeClass):
                     with contextlib.suppress(NotFound):
                         self.hosts.delete(copy_ref, dry_run=self.claim.dry_run)
 
+        if _without_holds(host["metadata"].get("annotations") or {}) != (host["metadata"].get("annotations") or {}):
+            def drop_holds(target: Object) -> None:  # the claim's workload goes: nothing of it holds the host off
+                target["metadata"]["annotations"] = _without_holds(target["metadata"].get("annotations") or {})
+
+            host = update_claimed_host(self.hosts, Ref.of(host), self.consumer, drop_holds, self.claim.dry_run)
         waiting = release_host(self.hosts, Ref.of(host), self.consumer, dry_run=self.claim.dry_run,
                                before_free=delete_copies)
         if not waiting:

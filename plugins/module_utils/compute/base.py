@@ -136,6 +136,13 @@ class ClaimState:
 
         self.obj = retry_on_conflict(write)
 
+    @property
+    def power_holds(self) -> dict[str, str]:
+        """The claim's ``reboot.metal3.io/<key>`` annotations: as on a BareMetalHost, each holds what serves the
+        claim powered off until it is removed (CAPM3's remediation powers a machine off so)."""
+        annotations = self.obj["metadata"].get("annotations") or {}
+        return {key: str(value) for key, value in annotations.items() if key.startswith(REBOOT_ANNOTATION + "/")}
+
     def forget_reboot_request(self) -> None:
         """A reboot asked on the claim is done (or handed on to what serves it): the claim forgets it, so that one
         request is one reboot."""

@@ -743,7 +743,7 @@ class Libvirt(ComputeClass):
             machine = VirtualMachine(self.machine_name, claim.uid, False)
             claim.changed = True
         if machine is not None:
-            wanted = bool(claim.spec.get("poweredOn"))
+            wanted = bool(claim.spec.get("poweredOn")) and not claim.power_holds
             if machine.running != wanted:
                 if not claim.dry_run:
                     self._hypervisor().power(self.machine_name, wanted)

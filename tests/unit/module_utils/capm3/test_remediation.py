@@ -29,6 +29,7 @@ NS = "ns"
 BMH_API = "metal3.io/v1alpha1"
 REMEDIATION = Ref(INFRA_API, "Metal3Remediation", "m-0", NS)
 HOST = Ref(BMH_API, "BareMetalHost", "host-0", NS)
+CLAIM = Ref(BMH_API, "HostClaim", "hc-0", NS)
 MACHINE = Ref(CAPI_API, "Machine", "m-0", NS)
 START = datetime.datetime(2026, 11, 28, 12, 0, 0, tzinfo=datetime.UTC)
 WAITING_FOR_HEALTH = "waiting for the Node to be healthy (the MachineHealthCheck then deletes this remediation)"
@@ -64,17 +65,21 @@ class Workload:
 
 
 class Lab:
-    """One Machine of Cluster c, its Metal3Machine on host-0 and the host's Node; a MachineHealthCheck's
-    Metal3Remediation for it; the clock."""
+    """One Machine of Cluster c, its Metal3Machine on host-0 (``claim``: on HostClaim hc-0, HostClaim mode) and
+    its Node; a MachineHealthCheck's Metal3Remediation for it; the clock. The test powers the host (or the claim)
+    off and on as what serves it would."""
 
-    def __init__(self, store: LocalStore, strategy: dict | None) -> None:
+    def __init__(self, store: LocalStore, strategy: dict | None, claim: bool = False) -> None:
         self.store, self.workload, self.now = store, Workload(), START
-        store.create({"apiVersion": BMH_API, "kind": "BareMetalHost", "metadata": {"name": "host-0", "namespace": NS},
-                      "spec": {"online": True}})
+        self.target, self.named = (CLAIM, "HostClaim hc-0") if claim else (HOST, "host host-0")
+        store.create({"apiVersion": BMH_API, "kind": self.target.kind,
+                      "metadata": {"name": self.target.name, "namespace": NS},
+                      "spec": {"poweredOn": True} if claim else {"online": True}})
         self.set_powered(True)
+        annotation = "metal3.io/HostClaim" if claim else "metal3.io/BareMetalHost"
         store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine",
                       "metadata": {"name": "m3m-0", "namespace": NS,
-                                   "annotations": {"metal3.io/BareMetalHost": f"{NS}/host-0"}}, "spec": {}})
+                                   "annotations": {annotation: f"{NS}/{self.target.name}"}}, "spec": {}})
         machine = store.create({"apiVersion": CAPI_API, "kind": "Machine", "metadata": {"name": "m-0", "namespace": NS},
                                 "spec": {"clusterName": "c", "infrastructureRef": {"name": "m3m-0"},
                                          "providerID": "metal3://ns/host-0/m3m-0"}})
@@ -98,22 +103,22 @@ class Lab:
         return self.store.get(REMEDIATION)
 
     def host(self) -> dict:
-        return self.store.get(HOST)
+        return self.store.get(self.target)
 
     def power_off_requested(self) -> bool:
         annotations = self.host()["metadata"].get("annotations") or {}
         return any(key.startswith("reboot.metal3.io/metal3-remediation-") for key in annotations)
 
     def set_powered(self, on: bool) -> None:
-        host = self.store.get(HOST)
+        host = self.store.get(self.target)
         self.store.update_status({**host, "status": {**(host.get("status") or {}), "poweredOn": on}})
 
     def until_node_deleted(self) -> None:
         """Running: the finalizer, the power-off request, the host going off, the Node kept and deleted."""
         assert self.step().message == "finalizer added"
-        assert self.step().message == "host host-0 asked to power off"
+        assert self.step().message == f"{self.named} asked to power off"
         assert self.power_off_requested()
-        assert self.step().message == "waiting for host host-0 to power off"
+        assert self.step().message == f"waiting for {self.named} to power off"
         self.set_powered(False)
         assert self.step().message == "Node node-0's labels and annotations kept"
         assert self.step().message == "waiting for Node node-0 to go"
@@ -131,8 +136,9 @@ def store(tmp_path):
 REBOOT = {"type": "Reboot", "retryLimit": 1, "timeoutSeconds": 300}
 
 
-def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(store):
-    lab = Lab(store, REBOOT)
+@pytest.mark.parametrize("claim", [False, True], ids=["host", "HostClaim mode"])
+def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(store, claim):
+    lab = Lab(store, REBOOT, claim)
     started = lab.step()
     assert (started.phase, started.requeue_after) == (RUNNING, 1.0)
     assert lab.remediation()["status"]["lastRemediated"] == "2026-11-28T12:00:00Z"
@@ -142,7 +148,7 @@ def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(st
     assert json.loads(kept[NODE_ANNOTATIONS_BACKUP]) == {"note": "kept"}
 
     waiting = lab.step()  # the request taken off: the host powers on
-    assert waiting.message == "waiting for host host-0 to power on" and not lab.power_off_requested()
+    assert waiting.message == f"waiting for {lab.named} to power on" and not lab.power_off_requested()
     lab.set_powered(True)
     assert lab.step().message == WAITING_FOR_HEALTH
     # kubelet registers the Node again, with a label of its own that wins over the kept one.
@@ -163,8 +169,9 @@ def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(st
     assert (again.phase, again.message, again.changed) == (WAITING, WAITING_FOR_HEALTH, False)
 
 
-def test_a_node_that_stays_away_is_retried_then_its_machine_given_up_and_its_host_marked_unhealthy(store):
-    lab = Lab(store, REBOOT)
+@pytest.mark.parametrize("claim", [False, True], ids=["host", "HostClaim mode"])
+def test_a_node_that_stays_away_is_retried_then_its_machine_given_up_and_its_host_marked_unhealthy(store, claim):
+    lab = Lab(store, REBOOT, claim)
     lab.step()
     lab.until_node_deleted()
     lab.steps(1)
@@ -177,7 +184,7 @@ def test_a_node_that_stays_away_is_retried_then_its_machine_given_up_and_its_hos
     assert lab.remediation()["status"]["retryCount"] == 1
     assert lab.remediation()["status"]["lastRemediated"] == "2026-11-28T12:05:01Z"
     # Again from Running: the finalizer is still there, the host asked to power off once more.
-    assert lab.step().message == "host host-0 asked to power off"
+    assert lab.step().message == f"{lab.named} asked to power off"
     lab.set_powered(False)
     result = lab.step()
     assert (result.phase, result.message) == (WAITING, "host powered off and its Node gone")
@@ -266,13 +273,21 @@ def test_a_remediation_without_its_machine_or_host_waits_and_writes_nothing(stor
     assert lab.remediation() == before
 
 
-def test_a_hostclaim_mode_machine_is_not_remediated_and_not_looked_at_again(store):
-    lab = Lab(store, REBOOT)
-    store.patch(Ref(INFRA_API, "Metal3Machine", "m3m-0", NS),
-                {"metadata": {"annotations": {"metal3.io/BareMetalHost": None, "metal3.io/HostClaim": f"{NS}/m-0"}}})
+def test_a_hostclaim_taken_offline_fails_the_remediation(store):
+    lab = Lab(store, REBOOT, claim=True)
+    lab.steps(3)
+    store.patch(CLAIM, {"spec": {"poweredOn": False}})
     result = lab.step()
-    assert (result.requeue_after, result.changed) == (None, False)
-    assert result.message == "Metal3Machine ns/m3m-0 holds a HostClaim: HostClaim-mode machines are not remediated yet"
+    assert (result.phase, result.requeue_after, result.message) == (
+        FAILED, None, "HostClaim hc-0 is offline (spec.poweredOn false)")
+
+
+def test_a_hostclaim_mode_machine_without_its_claim_waits(store):
+    lab = Lab(store, REBOOT, claim=True)
+    store.delete(CLAIM)
+    result = lab.step()
+    assert (result.requeue_after, result.changed) == (5.0, False)
+    assert result.message == "no HostClaim for unhealthy machine ns/m3m-0 (metal3.io/HostClaim: 'ns/hc-0')"
 
 
 def test_a_machine_that_names_no_node_waits_with_the_host_off(store):

@@ -287,6 +287,44 @@ def test_power_and_reboot_requests_on_the_claim_reach_the_host(store):
     assert "reboot.metal3.io" not in (store.get(ref)["metadata"].get("annotations") or {})  # one request, one reboot
 
 
+def test_power_holds_on_the_claim_hold_its_host_off_under_keys_of_their_own_until_removed_or_released(store):
+    """CAPM3's remediation powers a machine off with reboot.metal3.io/<key> until it removes it: on a HostClaim
+    as on a host (the seed: HostClaims are transparent for remediation). The host gets the claim's holds under
+    keys of its own, which the claim adds and removes; an admin's hold on the host is left as it is."""
+    policy(store, names=[TENANT])
+    host(store, "server-0")
+    server = Ref(API, "BareMetalHost", "server-0", INFRA)
+    ref = claim(store, "web", image=IMAGE)
+    hc.reconcile_host_claim(store, ref)
+    set_state(store, server, "provisioned", powered_on=True)
+    store.patch(server, {"metadata": {"annotations": {"reboot.metal3.io/admin": ""}}})
+    remediation = "reboot.metal3.io/metal3-remediation-0b8c6a54-9fd4-4b8e-8b1c-1b4a1bd5e2c7"
+    store.patch(ref, {"metadata": {"annotations": {remediation: '{"mode":"hard","force":false}'}}})
+    step = hc.reconcile_host_claim(store, ref)
+    held = store.get(server)["metadata"]["annotations"]
+    mirrored = [key for key in held if key.startswith("reboot.metal3.io/hostclaim-")]
+    assert len(mirrored) == 1 and held[mirrored[0]] == '{"mode":"hard","force":false}'
+    assert held["reboot.metal3.io/admin"] == "" and store.get(server)["spec"]["online"] is True
+    assert step.requeue_after == hc.WAIT  # the host is still on: off is what the claim now asks
+    set_state(store, server, "provisioned", powered_on=False)
+    assert hc.reconcile_host_claim(store, ref).requeue_after is None  # held off, as asked: settled
+    assert store.get(ref)["status"]["poweredOn"] is False
+
+    store.patch(ref, {"metadata": {"annotations": {remediation: None,
+                                                   "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}}})
+    hc.reconcile_host_claim(store, ref)
+    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": "",
+                                                            "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}
+
+    store.patch(ref, {"metadata": {"annotations": {remediation: "{}"}}})  # held again, then the claim deleted
+    hc.reconcile_host_claim(store, ref)
+    store.delete(ref)
+    hc.reconcile_host_claim(store, ref)
+    # The workload goes: the claim's hold with it, the admin's and the unhealthy mark stay for an admin to lift.
+    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": "",
+                                                            "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}
+
+
 def test_a_lost_status_write_finds_the_host_the_claim_holds(store):
     policy(store, names=[TENANT])
     host(store, "server-0")

@@ -117,6 +117,20 @@ def test_power_follows_powered_on_and_a_reboot_request_is_one_reboot(store, mach
     assert "reboot.metal3.io" not in (store.get(ref)["metadata"].get("annotations") or {})
 
 
+def test_a_power_hold_keeps_the_machine_off_until_it_is_removed(store, machines):
+    """reboot.metal3.io/<key> on the claim, as CAPM3's remediation writes it: the machine is off while it is there."""
+    ref = vm_claim(store, image=IMAGE)
+    step(store, ref, machines)
+    hold = "reboot.metal3.io/metal3-remediation-7d9a"
+    store.patch(ref, {"metadata": {"annotations": {hold: '{"mode":"hard","force":false}'}}})
+    step(store, ref, machines)
+    assert machines.machines[MACHINE].running is False
+    assert store.get(ref)["status"]["poweredOn"] is False
+    store.patch(ref, {"metadata": {"annotations": {hold: None}}})
+    step(store, ref, machines)
+    assert machines.machines[MACHINE].running is True
+
+
 def test_release_deletes_the_machine_and_the_hardware_data(store, machines):
     ref = vm_claim(store, image=IMAGE)
     step(store, ref, machines)
