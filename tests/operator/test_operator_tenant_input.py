@@ -62,8 +62,8 @@ def odd_server():
         yield server
 
 
-def test_hostile_claims_and_a_risky_pool_through_the_operator(operators, custom, kube_namespace, odd_server,
-                                                               tmp_path: Path):
+def test_hostile_claims_and_a_risky_pool_through_the_operator(
+        operators, custom, kube_namespace, odd_server, tmp_path: Path):
     for name, (spec, _field, _never) in VM_CLAIMS.items():
         custom.create_namespaced_custom_object(*METAL3, kube_namespace, "hostclaims", {
             "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim", "metadata": {"name": name},

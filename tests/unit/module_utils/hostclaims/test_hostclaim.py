@@ -212,8 +212,8 @@ def test_a_claim_whose_data_cannot_be_read_binds_nothing_or_deploys_nothing(stor
 
 # image URLs the Ironic of the controller would check and fetch, allowed local hosts -> the refusal (None: bound)
 IMAGE_HOSTS = [
-    ({"url": "http://127.0.0.1:6385/v1/nodes"}, (), "spec.image.url: 'http://127.0.0.1:6385/v1/nodes' names a "
-                                                   "loopback or link-local host"),
+    ({"url": "http://127.0.0.1:6385/v1/nodes"}, (),
+     "spec.image.url: 'http://127.0.0.1:6385/v1/nodes' names a loopback or link-local host"),
     ({"url": "http://localhost/os.img"}, (), "spec.image.url: 'http://localhost/os.img' names a loopback"),
     ({"url": "http://[::1]:8088/os.img"}, (), "spec.image.url: 'http://[::1]:8088/os.img' names a loopback"),
     ({"url": "ftp://127.0.0.1/os.img"}, (), "spec.image.url: 'ftp://127.0.0.1/os.img' names a loopback"),
