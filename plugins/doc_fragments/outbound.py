@@ -11,9 +11,9 @@ options:
       - Hosts of this controller's own (loopback or link-local, as written in a URL, e.g. C(127.0.0.1) or
         C(localhost)) that a URL a tenant writes may name anyway - a claim's image and checksum URLs, the server
         of a claim's C(spec.identityRef) kubeconfig or of a workload cluster's C(<cluster>-kubeconfig) Secret.
-      - Every other such URL must be http or https (a bare-metal claim's image, which Ironic fetches: any scheme
-        upstream admits) and its host must not be, or resolve to, a loopback, link-local or unspecified address;
-        the object says which field is refused. Default from
+      - Every other such URL must be http or https (or, for a bare-metal claim's image, which Ironic fetches,
+        any scheme upstream admits) and its host must not be, or resolve to, a loopback, link-local or
+        unspecified address; the object says which field is refused. Default from
         E(METAL3_ALLOWED_LOCAL_HOSTS) (comma-separated), else none.
     type: list
     elements: str
