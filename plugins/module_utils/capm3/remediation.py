@@ -76,6 +76,9 @@ POWER_OFF_REQUEST = '{"mode":"hard","force":false}'  # baremetal-operator's rebo
 UNHEALTHY_ANNOTATION, UNHEALTHY_VALUE = UNHEALTHY_ANNOTATIONS[0], "capm3/UnhealthyNode"
 NODE_ANNOTATIONS_BACKUP = "remediation.metal3.io/node-annotations-backup"
 NODE_LABELS_BACKUP = "remediation.metal3.io/node-labels-backup"
+# A Node's annotations may hold up to Kubernetes' 256 KiB, which is also all a remediation's annotations may hold:
+# more than this of them is not kept (its labels are), rather than a backup that can never be written.
+ANNOTATIONS_BACKUP_LIMIT = 128 * 1024
 OWNER_REMEDIATED = "OwnerRemediated"
 WAITING_FOR_REMEDIATION = "WaitingForRemediation"
 
@@ -175,7 +178,10 @@ class _Remediation:
             node = _asked(workload.get_if_exists, node_ref)
             if node is not None:
                 if self._back_up(node):
-                    return self.result(SOON, f"Node {node['metadata']['name']}'s labels and annotations kept")
+                    kept = "labels and annotations" if (self.obj["metadata"].get("annotations") or {}).get(
+                        NODE_ANNOTATIONS_BACKUP) or not node["metadata"].get("annotations") else \
+                        f"labels (not its annotations: more than {ANNOTATIONS_BACKUP_LIMIT // 1024} KiB)"
+                    return self.result(SOON, f"Node {node['metadata']['name']}'s {kept} kept")
                 if not node["metadata"].get("deletionTimestamp"):
                     _asked(workload.delete, node_ref, dry_run=self.dry_run)
                     self.changed = True
@@ -316,8 +322,10 @@ class _Remediation:
         return self.store.patch(Ref.of(host), {"metadata": {"annotations": annotations}}, dry_run=self.dry_run)
 
     def _back_up(self, node: Object) -> bool:
-        """The Node's labels and annotations on the remediation; whether that changed it."""
-        backup = {NODE_ANNOTATIONS_BACKUP: _marshal(node["metadata"].get("annotations")),
+        """The Node's labels and annotations on the remediation (annotations only up to
+        ANNOTATIONS_BACKUP_LIMIT); whether that changed it."""
+        annotations = _marshal(node["metadata"].get("annotations"))
+        backup = {NODE_ANNOTATIONS_BACKUP: annotations if len(annotations) <= ANNOTATIONS_BACKUP_LIMIT else "",
                   NODE_LABELS_BACKUP: _marshal(node["metadata"].get("labels"))}
         current = self.obj["metadata"].get("annotations") or {}
         if all(current.get(key) == value for key, value in backup.items()):

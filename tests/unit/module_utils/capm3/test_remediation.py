@@ -169,6 +169,23 @@ def test_a_reboot_that_brings_the_node_back_restores_what_it_lost_and_lets_go(st
     assert (again.phase, again.message, again.changed) == (WAITING, WAITING_FOR_HEALTH, False)
 
 
+def test_a_node_with_more_annotations_than_a_remediation_can_keep_gets_its_labels_back(store):
+    """A Node's annotations may fill the 256 KiB a remediation's annotations may hold: past 128 KiB they are not
+    kept, and the remediation goes on (a backup that can never be written would hold the host off for good)."""
+    lab = Lab(store, REBOOT)
+    lab.workload.nodes["node-0"]["metadata"]["annotations"] = {"big": "x" * (200 * 1024)}
+    lab.steps(3)
+    lab.set_powered(False)
+    assert lab.step().message == "Node node-0's labels (not its annotations: more than 128 KiB) kept"
+    assert lab.step().message == "waiting for Node node-0 to go"
+    lab.step()
+    lab.step()
+    lab.set_powered(True)
+    lab.workload.nodes["node-0"] = {"metadata": {"name": "node-0", "labels": {}}}
+    assert lab.step().message == "Node node-0 is back"
+    assert lab.workload.nodes["node-0"]["metadata"] == {"name": "node-0", "labels": {"role": "worker", "zone": "a"}}
+
+
 @pytest.mark.parametrize("claim", [False, True], ids=["host", "HostClaim mode"])
 def test_a_node_that_stays_away_is_retried_then_its_machine_given_up_and_its_host_marked_unhealthy(store, claim):
     lab = Lab(store, REBOOT, claim)
