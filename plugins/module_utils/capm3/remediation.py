@@ -83,14 +83,9 @@ OWNER_REMEDIATED = "OwnerRemediated"
 WAITING_FOR_REMEDIATION = "WaitingForRemediation"
 
 RUNNING, WAITING, DELETING_MACHINE, FAILED = "Running", "Waiting", "Deleting machine", "Failed"
-_T = TypeVar("_T")
 REBOOT = "Reboot"
 DEFAULT_TIMEOUT = 600  # seconds, CAPM3's when spec.strategy.timeoutSeconds is not set
 SOON, WAIT = 1.0, 5.0  # CAPM3's requeues: after a write it reads back, and while the host or the Node moves
-
-
-class _NotServed(NotFound):
-    """A remediation this controller does not run (nothing to wait for)."""
 
 
 @dataclass
@@ -138,7 +133,7 @@ class _Remediation:
         except NotFound as e:
             if self.obj["metadata"].get("deletionTimestamp"):
                 return self._let_go(None)
-            return self.result(None if isinstance(e, _NotServed) else WAIT, str(e))
+            return self.result(WAIT, str(e))
         if self.obj["metadata"].get("deletionTimestamp"):
             # The MachineHealthCheck deletes it once the Node is healthy again, maybe before a step saw the Node
             # back: what it lost is given back first, if the workload cluster answers.
@@ -177,10 +172,8 @@ class _Remediation:
         with self._workload(machine) as workload:
             node = _asked(workload.get_if_exists, node_ref)
             if node is not None:
-                if self._back_up(node):
-                    kept = "labels and annotations" if (self.obj["metadata"].get("annotations") or {}).get(
-                        NODE_ANNOTATIONS_BACKUP) or not node["metadata"].get("annotations") else \
-                        f"labels (not its annotations: more than {ANNOTATIONS_BACKUP_LIMIT // 1024} KiB)"
+                kept = self._back_up(node)
+                if kept:
                     return self.result(SOON, f"Node {node['metadata']['name']}'s {kept} kept")
                 if not node["metadata"].get("deletionTimestamp"):
                     _asked(workload.delete, node_ref, dry_run=self.dry_run)
@@ -321,18 +314,20 @@ class _Remediation:
         self.changed = True
         return self.store.patch(Ref.of(host), {"metadata": {"annotations": annotations}}, dry_run=self.dry_run)
 
-    def _back_up(self, node: Object) -> bool:
+    def _back_up(self, node: Object) -> str:
         """The Node's labels and annotations on the remediation (annotations only up to
-        ANNOTATIONS_BACKUP_LIMIT); whether that changed it."""
+        ANNOTATIONS_BACKUP_LIMIT): what was kept, or '' when the remediation had it already."""
         annotations = _marshal(node["metadata"].get("annotations"))
-        backup = {NODE_ANNOTATIONS_BACKUP: annotations if len(annotations) <= ANNOTATIONS_BACKUP_LIMIT else "",
+        fits = len(annotations) <= ANNOTATIONS_BACKUP_LIMIT
+        backup = {NODE_ANNOTATIONS_BACKUP: annotations if fits else "",
                   NODE_LABELS_BACKUP: _marshal(node["metadata"].get("labels"))}
         current = self.obj["metadata"].get("annotations") or {}
         if all(current.get(key) == value for key, value in backup.items()):
-            return False
+            return ""
         self.obj = self.store.patch(self.ref, {"metadata": {"annotations": backup}}, dry_run=self.dry_run)
         self.changed = True
-        return True
+        return "labels and annotations" if fits else \
+            f"labels (not its annotations: more than {ANNOTATIONS_BACKUP_LIMIT // 1024} KiB)"
 
     def _restore(self, workload: Store, node: Object, provider_id: str) -> None:
         """The kept labels and annotations the recreated Node lacks (what it has wins, as CAPM3), and the
@@ -387,6 +382,7 @@ class _Remediation:
         retry_on_conflict(write)
 
 
+_T = TypeVar("_T")
 # What says a host or a HostClaim is to be on.
 _POWER_FIELD = {"BareMetalHost": "online", HOST_CLAIM_KIND: "poweredOn"}
 

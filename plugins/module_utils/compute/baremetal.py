@@ -183,6 +183,14 @@ def _host_hold(key: str) -> str:
     return HOST_HOLD_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def _url_host(url: str) -> str:
+    """The host ``url`` names; '' when it is no URL (admission says so) or names none."""
+    try:
+        return urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 def _without_holds(annotations: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in annotations.items() if not key.startswith(HOST_HOLD_PREFIX)}
 
@@ -210,16 +218,13 @@ class BareMetal(ComputeClass):
         """The hosts the image's URLs name, through the operator's outbound policy: the Ironic the controller runs
         checks and fetches them with the controller's network position, so they must not be the controller's own
         (loopback, link-local). Their schemes are upstream's webhook's to admit (ftp and oci among them)."""
-        for field_name, url in image_urls(self.claim.spec.get("image") or {}):
-            try:
-                host = urllib.parse.urlsplit(url).hostname
-            except ValueError:
-                continue  # not a URL: admission says so
-            try:
+        try:
+            for field_name, url in image_urls(self.claim.spec.get("image") or {}):
+                host = _url_host(url)
                 if host:
                     self.services.outbound.check_host(url, host, field_name)
-            except Refused as e:
-                return {"image": str(e)}
+        except Refused as e:
+            return {"image": str(e)}
         return {}
 
     # -- reaching the hosts ------------------------------------------------------------------------------------
