@@ -35,7 +35,8 @@ Where this differs from CAPM3, on purpose:
   used: the Node is deleted.
 - HostClaim mode (the seed: HostClaims are transparent for remediation): the Metal3Machine's HostClaim is
   annotated and checked as a host would be (``spec.poweredOn`` for ``spec.online``); the claim holds what serves
-  it off while the annotation is there and carries the unhealthy mark to its host (compute/).
+  it off while the annotation is there (compute/). The unhealthy mark stays on the claim: a tenant writes its
+  claim's annotations, and must not mark hosts of the pool.
 """
 from __future__ import annotations
 

@@ -65,7 +65,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalho
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import (
     CLAIM_ID_ANNOTATION,
-    UNHEALTHY_ANNOTATIONS,
     Consumer,
     associate,
     host_selector,
@@ -434,8 +433,6 @@ class BareMetal(ComputeClass):
             wanted.update({_host_hold(key): value for key, value in self.claim.power_holds.items()})
             if REBOOT_ANNOTATION in annotations:
                 wanted[REBOOT_ANNOTATION] = annotations[REBOOT_ANNOTATION]
-            # A machine the claim's remediation gave up on: the host is not chosen again until an admin says so.
-            wanted.update({key: annotations[key] for key in UNHEALTHY_ANNOTATIONS if key in annotations})
             if wanted != current:
                 target["metadata"]["annotations"] = wanted
 

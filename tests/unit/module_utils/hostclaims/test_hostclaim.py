@@ -313,16 +313,15 @@ def test_power_holds_on_the_claim_hold_its_host_off_under_keys_of_their_own_unti
     store.patch(ref, {"metadata": {"annotations": {remediation: None,
                                                    "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}}})
     hc.reconcile_host_claim(store, ref)
-    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": "",
-                                                            "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}
+    # The unhealthy mark stays on the claim: a tenant writes it, and must not take hosts out of the pool.
+    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": ""}
 
     store.patch(ref, {"metadata": {"annotations": {remediation: "{}"}}})  # held again, then the claim deleted
     hc.reconcile_host_claim(store, ref)
     store.delete(ref)
     hc.reconcile_host_claim(store, ref)
-    # The workload goes: the claim's hold with it, the admin's and the unhealthy mark stay for an admin to lift.
-    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": "",
-                                                            "capm3.metal3.io/unhealthy": "capm3/UnhealthyNode"}
+    # The workload goes: the claim's hold with it; the admin's stays.
+    assert store.get(server)["metadata"]["annotations"] == {"reboot.metal3.io/admin": ""}
 
 
 def test_a_lost_status_write_finds_the_host_the_claim_holds(store):
