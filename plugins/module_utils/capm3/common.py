@@ -16,6 +16,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import
 
 INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPI_API = "cluster.x-k8s.io/v1beta1"
+# A control plane provider's API group (KubeadmControlPlane's): an owner of it makes a machine a control plane's.
+CONTROL_PLANE_GROUP = "controlplane.cluster.x-k8s.io"
 
 MACHINE_FINALIZER = "metal3machine.infrastructure.cluster.x-k8s.io"
 DATA_CLAIM_FINALIZER = "metal3dataclaim.infrastructure.cluster.x-k8s.io"

@@ -30,6 +30,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CAPI_API,
     CLONED_FROM_NAME,
     CLUSTER_NAME_LABEL,
+    CONTROL_PLANE_GROUP,
     HOST_ANNOTATION,
     HOST_CLAIM_ANNOTATION,
     INFRA_API,
@@ -392,12 +393,23 @@ class _Flow:
             if name else None
 
     def _reuse_name(self) -> str | None:
+        """The node-reuse label's value when the template asks for node reuse, as CAPM3 names it:
+        ``cp-<name>`` for a machine of a control plane provider, ``md-<name>`` for a worker of a
+        MachineDeployment (through its MachineSet, so a rollout's new MachineSet finds the hosts the old one
+        left); else the template's name (a machine no Cluster API controller owns)."""
         template = self.template
         if not template or not template["spec"].get("nodeReuse"):
             return None
-        owner = owner_named(self.machine or {"metadata": {}}, "MachineSet") or owner_named(
-            self.machine or {"metadata": {}}, "KubeadmControlPlane")
-        return str(owner["name"] if owner else template["metadata"]["name"])
+        machine = self.machine or {"metadata": {}}
+        control_plane = next((r for r in machine["metadata"].get("ownerReferences") or []
+                              if str(r.get("apiVersion", "")).startswith(CONTROL_PLANE_GROUP + "/")), None)
+        if control_plane:
+            return f"cp-{control_plane['name']}"
+        machine_set = owner_named(machine, "MachineSet")
+        found = self.store.get_if_exists(Ref(CAPI_API, "MachineSet", machine_set["name"], self.ref.namespace)) \
+            if machine_set else None
+        deployment = owner_named(found, "MachineDeployment") if found else None
+        return f"md-{deployment['name']}" if deployment else str(template["metadata"]["name"])
 
     def _data_template(self, host: Object) -> dict[str, str] | None:
         """The template of the failure domain of the host actually claimed, else spec.dataTemplate."""
@@ -592,7 +604,8 @@ class _Flow:
         reuse = self._reuse_name()
 
         def keep(host: Object) -> None:
-            if reuse and self.cluster is not None:  # kept for the next machine of the same deployment
+            # Kept for the next machine of the same deployment; not while the whole cluster goes (as CAPM3).
+            if reuse and self.cluster is not None and not self.cluster["metadata"].get("deletionTimestamp"):
                 host["metadata"]["labels"][NODE_REUSE_LABEL] = reuse
                 host["spec"]["consumerRef"] = {"apiVersion": self.cluster["apiVersion"], "kind": "Cluster",
                                                "name": self.cluster["metadata"]["name"],

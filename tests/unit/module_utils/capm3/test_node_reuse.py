@@ -1,0 +1,136 @@
+"""Node reuse (a Metal3MachineTemplate's ``nodeReuse``) as CAPM3 does it: a released host is labelled for the
+group its machine belonged to - ``md-<MachineDeployment>`` for a worker, found through its MachineSet, and
+``cp-<control plane>`` for a machine of a control plane provider - and held by the Cluster, so that the next
+machine of the same group, even of a rollout's new MachineSet, takes it before any free host. Not while the
+Cluster itself is being deleted."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CAPI_API,
+    CLONED_FROM_NAME,
+    CLUSTER_NAME_LABEL,
+    HOST_ANNOTATION,
+    INFRA_API,
+    MACHINE_FINALIZER,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import NODE_REUSE_LABEL
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+
+NS = "ns"
+BMH_API = "metal3.io/v1alpha1"
+CLUSTER = "c"
+TEMPLATE = "workers-template"
+IMAGE = {"url": "http://images.example/os.qcow2", "checksum": "0" * 64, "checksumType": "sha256",
+         "diskFormat": "qcow2"}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LocalStore(str(tmp_path / "store.db")) as opened:
+        opened.create({"apiVersion": CAPI_API, "kind": "Cluster", "metadata": {"name": CLUSTER, "namespace": NS},
+                       "spec": {}})
+        opened.create({"apiVersion": INFRA_API, "kind": "Metal3MachineTemplate",
+                       "metadata": {"name": TEMPLATE, "namespace": NS},
+                       "spec": {"nodeReuse": True, "template": {"spec": {"image": IMAGE}}}})
+        opened.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "userdata", "namespace": NS},
+                       "stringData": {"value": "#cloud-config\n"}})
+        yield opened
+
+
+def owner(api_version: str, kind: str, name: str, controller: bool = True) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{kind}-{name}",
+            "controller": controller}
+
+
+def machine_set(store, name: str, deployment: str | None) -> dict:
+    owners = [owner(CAPI_API, "MachineDeployment", deployment)] if deployment else []
+    store.create({"apiVersion": CAPI_API, "kind": "MachineSet",
+                  "metadata": {"name": name, "namespace": NS, "ownerReferences": owners}, "spec": {}})
+    return owner(CAPI_API, "MachineSet", name)
+
+
+def host(store, name: str, state: str = "available", consumer: str | None = None) -> Ref:
+    spec: dict = {"online": False, "bmc": {"address": f"fake://{name}", "credentialsName": f"{name}-bmc"}}
+    if consumer:
+        spec.update(online=True, image={"url": IMAGE["url"], "checksum": IMAGE["checksum"]},
+                    consumerRef={"apiVersion": INFRA_API, "kind": "Metal3Machine", "name": consumer, "namespace": NS})
+    made = store.create({"apiVersion": BMH_API, "kind": "BareMetalHost", "metadata": {
+        "name": name, "namespace": NS, "labels": {CLUSTER_NAME_LABEL: CLUSTER} if consumer else {}}, "spec": spec})
+    store.update_status({**made, "status": {"provisioning": {"state": state}}})
+    return Ref.of(made)
+
+
+def machine(store, name: str, machine_owner: dict, on_host: str | None = None) -> Ref:
+    """A Machine owned by ``machine_owner`` and its Metal3Machine, cloned from the template (on ``on_host``)."""
+    store.create({"apiVersion": CAPI_API, "kind": "Machine", "metadata": {
+        "name": name, "namespace": NS, "labels": {CLUSTER_NAME_LABEL: CLUSTER}, "ownerReferences": [machine_owner]},
+        "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": "userdata"}}})
+    annotations = {CLONED_FROM_NAME: TEMPLATE}
+    if on_host:
+        annotations[HOST_ANNOTATION] = f"{NS}/{on_host}"
+    made = store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {
+        "name": name, "namespace": NS, "labels": {CLUSTER_NAME_LABEL: CLUSTER}, "annotations": annotations,
+        "finalizers": [MACHINE_FINALIZER] if on_host else [],
+        "ownerReferences": [owner(CAPI_API, "Machine", name)]}, "spec": {"image": IMAGE}})
+    return Ref.of(made)
+
+
+def released(store, machine_owner: dict) -> dict:
+    """The host a deleted machine of ``machine_owner`` held, once released."""
+    host(store, "h-0", consumer="old")
+    ref = machine(store, "old", machine_owner, on_host="h-0")
+    store.delete(ref)
+    assert reconcile_metal3machine(store, ref).phase == "deleted"
+    return store.get(Ref(BMH_API, "BareMetalHost", "h-0", NS))
+
+
+OWNERS = [
+    pytest.param(lambda store: machine_set(store, "workers-abc12", "workers"), "md-workers",
+                 id="worker-of-a-machine-deployment"),
+    pytest.param(lambda store: owner("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlane", "cp"), "cp-cp",
+                 id="machine-of-a-control-plane"),
+    pytest.param(lambda store: machine_set(store, "bare-set", None), TEMPLATE, id="machine-set-of-no-deployment"),
+    pytest.param(lambda store: owner(CAPI_API, "MachineSet", "gone"), TEMPLATE,
+                 id="machine-set-gone"),
+]
+
+
+@pytest.mark.parametrize(("machine_owner", "label"), OWNERS)
+def test_a_released_host_is_labelled_for_its_machines_group_and_held_by_the_cluster(store, machine_owner, label):
+    freed = released(store, machine_owner(store))
+    assert freed["metadata"]["labels"][NODE_REUSE_LABEL] == label
+    assert freed["spec"]["consumerRef"] == {"apiVersion": CAPI_API, "kind": "Cluster", "name": CLUSTER,
+                                            "namespace": NS}
+    assert "image" not in freed["spec"] and CLUSTER_NAME_LABEL not in freed["metadata"]["labels"]
+
+
+def test_a_rollouts_new_machine_set_takes_the_host_its_old_one_left_before_a_free_one(store):
+    released(store, machine_set(store, "workers-old", "workers"))
+    host(store, "h-free")
+    new = machine(store, "new", machine_set(store, "workers-new", "workers"))
+    step = reconcile_metal3machine(store, new)
+    assert step.host == f"{NS}/h-0", step.message
+    taken = store.get(Ref(BMH_API, "BareMetalHost", "h-0", NS))
+    assert taken["spec"]["consumerRef"]["name"] == "new"
+    assert NODE_REUSE_LABEL not in taken["metadata"]["labels"]
+
+
+def test_a_host_kept_for_one_deployment_is_not_taken_by_another(store):
+    released(store, machine_set(store, "workers-old", "workers"))
+    host(store, "h-free")
+    other = machine(store, "other", machine_set(store, "others-1", "others"))
+    assert reconcile_metal3machine(store, other).host == f"{NS}/h-free"
+    assert store.get(Ref(BMH_API, "BareMetalHost", "h-0", NS))["metadata"]["labels"][NODE_REUSE_LABEL] == "md-workers"
+
+
+def test_a_host_released_while_its_cluster_is_deleted_is_simply_free(store):
+    cluster = store.get(Ref(CAPI_API, "Cluster", CLUSTER, NS))
+    store.update({**cluster, "metadata": {**cluster["metadata"], "finalizers": ["cluster.cluster.x-k8s.io"]}})
+    store.delete(Ref(CAPI_API, "Cluster", CLUSTER, NS))
+    freed = released(store, machine_set(store, "workers-old", "workers"))
+    assert NODE_REUSE_LABEL not in freed["metadata"]["labels"]
+    assert "consumerRef" not in freed["spec"]
