@@ -2,22 +2,26 @@
 # Apache License 2.0 (see LICENSE)
 """Metal3Cluster, as CAPM3's cluster controller: provisioned (status.initialization.provisioned) once its
 control-plane endpoint is set, its failure domains published in status, and, deleted, gone only once none of its
-Metal3Machines is left."""
+Metal3Machines is left - and, unlike CAPM3, having let go of the hosts its Cluster kept for node reuse, which CAPM3
+leaves held by a Cluster that no longer exists."""
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    CAPI_API,
     CLUSTER_FINALIZER,
     CLUSTER_NAME_LABEL,
     INFRA_API,
     capi_cluster_of,
+    owner_named,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import Consumer, release_kept_hosts
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,
@@ -48,6 +52,10 @@ def reconcile_metal3cluster(store: Store, ref: Ref, dry_run: bool = False) -> Cl
         machines = store.list(INFRA_API, "Metal3Machine", ref.namespace, f"{CLUSTER_NAME_LABEL}={ref.name}")
         if machines:
             return ClusterResult(cluster, False, WAIT, f"waiting for {len(machines)} Metal3Machines to go")
+        owner = owner_named(cluster, "Cluster")
+        capi_name = owner["name"] if owner else pause.cluster_name(cluster)
+        if capi_name:
+            release_kept_hosts(store, ref.namespace, Consumer(CAPI_API, "Cluster", capi_name, ref.namespace), dry_run)
         remove_finalizer(store, ref, CLUSTER_FINALIZER, dry_run)
         return ClusterResult(None, True, message="deleted")
     before = cluster

@@ -307,3 +307,20 @@ def release_host(store: Store, ref: Ref, consumer: Consumer, fast_track: bool = 
     with contextlib.suppress(NotHeld):
         update_claimed_host(store, ref, consumer, release, dry_run)
     return ""
+
+
+def release_kept_hosts(store: Store, namespace: str, cluster: Consumer, dry_run: bool = False) -> list[str]:
+    """Let go of the hosts of ``namespace`` that ``cluster`` (a Cluster API Cluster as a consumer) keeps for node
+    reuse; the names of those let go. CAPM3 leaves them held by a Cluster that no longer exists."""
+    def release(host: Object) -> None:
+        host["metadata"]["labels"].pop(NODE_REUSE_LABEL, None)
+        host["spec"].pop("consumerRef", None)
+
+    released = []
+    for host in store.list(API, KIND, namespace):
+        if cluster.holds(host) and NODE_REUSE_LABEL in (host["metadata"].get("labels") or {}):
+            with contextlib.suppress(NotHeld):
+                update_claimed_host(store, Ref.of(host), cluster, release, dry_run)
+                released.append(host["metadata"]["name"])
+    return released
+

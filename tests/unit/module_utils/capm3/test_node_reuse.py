@@ -2,14 +2,17 @@
 group its machine belonged to - ``md-<MachineDeployment>`` for a worker, found through its MachineSet, and
 ``cp-<control plane>`` for a machine of a control plane provider - and held by the Cluster, so that the next
 machine of the same group, even of a rollout's new MachineSet, takes it before any free host. Not while the
-Cluster itself is being deleted."""
+Cluster itself is being deleted; and, unlike CAPM3, the Metal3Cluster's deletion lets go of the hosts its Cluster
+kept, where CAPM3 leaves them held by a Cluster that no longer exists."""
 from __future__ import annotations
 
 import pytest
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
     CAPI_API,
     CLONED_FROM_NAME,
+    CLUSTER_FINALIZER,
     CLUSTER_NAME_LABEL,
     HOST_ANNOTATION,
     INFRA_API,
@@ -134,3 +137,21 @@ def test_a_host_released_while_its_cluster_is_deleted_is_simply_free(store):
     freed = released(store, machine_set(store, "workers-old", "workers"))
     assert NODE_REUSE_LABEL not in freed["metadata"]["labels"]
     assert "consumerRef" not in freed["spec"]
+
+
+def test_the_metal3clusters_deletion_lets_go_of_the_hosts_its_cluster_kept(store):
+    released(store, machine_set(store, "workers-old", "workers"))
+    host(store, "h-other")
+    kept_elsewhere = store.get(Ref(BMH_API, "BareMetalHost", "h-other", NS))
+    kept_elsewhere["metadata"]["labels"][NODE_REUSE_LABEL] = "md-workers"  # by another cluster of the namespace
+    kept_elsewhere["spec"]["consumerRef"] = {"apiVersion": CAPI_API, "kind": "Cluster", "name": "other",
+                                             "namespace": NS}
+    store.update(kept_elsewhere)
+    ref = Ref.of(store.create({"apiVersion": INFRA_API, "kind": "Metal3Cluster", "metadata": {
+        "name": "infra", "namespace": NS, "finalizers": [CLUSTER_FINALIZER],
+        "ownerReferences": [owner(CAPI_API, "Cluster", CLUSTER)]}, "spec": {}}))
+    store.delete(ref)
+    assert reconcile_metal3cluster(store, ref).message == "deleted"
+    freed = store.get(Ref(BMH_API, "BareMetalHost", "h-0", NS))
+    assert NODE_REUSE_LABEL not in freed["metadata"]["labels"] and "consumerRef" not in freed["spec"]
+    assert store.get(Ref(BMH_API, "BareMetalHost", "h-other", NS))["spec"]["consumerRef"]["name"] == "other"
