@@ -251,7 +251,7 @@ prune_ramdisk() {
   kver="$(basename "$(ls -d "$dir"/lib/modules/*)")"
   python3 "$HERE/ramdisk_modules.py" "$dir/lib/modules/$kver" "${RAMDISK_MODULES[@]}"
   find "$dir/lib/modules/$kver/kernel" -type d -empty -delete
-  depmod -b "$dir" "$kver"
+  chroot "$dir" depmod -a "$kver"  # the ramdisk's own kmod: a fresh host may have none
   chroot "$dir" /usr/bin/python3 -m compileall -q /usr/lib/python3 /usr/lib/python3.11 \
     /opt/ironic-python-agent/lib >/dev/null
 }
