@@ -158,6 +158,11 @@ class KubeCluster:
     def ca_cert(self) -> Path:
         return self.workdir / "ca.crt"
 
+    @property
+    def ca_key(self) -> Path:
+        """The CA's key (Cluster API's ``<cluster>-ca`` Secret holds it, for a workload cluster)."""
+        return self.workdir / "ca.key"
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> KubeCluster:

@@ -3,7 +3,8 @@
 meta_data of the config drive Ironic holds for it - named by its ``local-hostname``, labelled ``metal3.io/uuid``
 with its ``uuid`` (CAPM3's templates pass ``node-labels: metal3.io/uuid={{ ds.meta_data.uuid }}`` to kubelet),
 with ``provider_id`` its ``spec.providerID`` ``metal3://`` and its ``providerid`` (as the templates pass
-``provider-id: metal3://{{ ds.meta_data.providerid }}``; without, kubelet sets none) - and Ready while Ironic has
+``provider-id: metal3://{{ ds.meta_data.providerid }}``; without, kubelet sets none: ``provider_id``, for all
+machines or those whose meta_data it accepts) - and Ready while Ironic has
 it powered on, NotReady while it is off, as the node controller would mark it. A Node deleted is registered again
 once its machine is on (kubelet starts with it). A Node named in ``broken`` stays NotReady, on or off (a kubelet
 that fails). A thread of the test; nothing in the collection knows it is not a kubelet."""
@@ -12,72 +13,59 @@ from __future__ import annotations
 import datetime
 import json
 import sqlite3
-import threading
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.harness.cluster import KubeCluster
 from tests.harness.ironic import Ironic
+from tests.harness.looping import Looping
 
 UUID_LABEL = "metal3.io/uuid"
 
 
-class NodeAgent:
-    def __init__(self, ironic: Ironic, workload: KubeCluster, namespace: str, provider_id: bool = False,
-                 interval: float = 1.0) -> None:
-        self.ironic, self.namespace, self.interval = ironic, namespace, interval
+class NodeAgent(Looping):
+    def __init__(self, ironic: Ironic, workload: KubeCluster, namespace: str,
+                 provider_id: bool | Callable[[dict[str, Any]], bool] = False, interval: float = 1.0) -> None:
+        super().__init__("node-agent", interval)
+        self.ironic, self.namespace = ironic, namespace
         self.provider_id = provider_id
         self.meta_data: dict[str, dict[str, Any]] = {}  # by Node name: the meta_data each was registered from
+        self.user_data: dict[str, str] = {}  # by Node name: the user_data its machine was deployed with
         self.nodes = client.CoreV1Api(workload.api_client())
         self.registered: dict[str, str] = {}  # Node name by Ironic node name, as registered
         self.broken: set[str] = set()  # Nodes reported NotReady whatever their machine's power
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="node-agent", daemon=True)
 
-    def __enter__(self) -> NodeAgent:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.step()
-            except Exception as e:  # noqa: BLE001 - kept for the test to show; the agent goes on, as kubelet does
-                self.errors.append(repr(e))
-
-    def _deployed(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """(Ironic node name, power state, meta_data) of each active node of the namespace."""
+    def _deployed(self) -> list[tuple[str, str, dict[str, Any], str]]:
+        """(Ironic node name, power state, meta_data, user_data) of each active node of the namespace."""
         with sqlite3.connect(self.ironic.base_dir / "ironic.sqlite") as db:
             rows = db.execute("SELECT name, power_state, instance_info FROM nodes WHERE name LIKE ? AND "
                               "provision_state = 'active'", (f"{self.namespace}~%",)).fetchall()
         deployed = []
         for name, power, info in rows:
-            meta = (json.loads(info or "{}").get("configdrive") or {}).get("meta_data") or {}
+            drive = json.loads(info or "{}").get("configdrive") or {}
+            meta = drive.get("meta_data") or {}
             if meta.get("local-hostname") and meta.get("uuid"):
-                deployed.append((name, power or "", meta))
+                deployed.append((name, power or "", meta, str(drive.get("user_data") or "")))
         return deployed
 
     def step(self) -> None:
-        for ironic_name, power, meta in self._deployed():
+        for ironic_name, power, meta, user_data in self._deployed():
             name, on = meta["local-hostname"], power == "power on"
             if self.registered.get(ironic_name) != name:
                 if not on:
                     continue
                 self._register(name, meta)
+                self.user_data[name] = user_data
                 self.registered[ironic_name] = name
             self._report(name, on and name not in self.broken)
 
     def _register(self, name: str, meta: dict[str, Any]) -> None:
         labels = {UUID_LABEL: meta["uuid"], "kubernetes.io/hostname": name}
         body: dict[str, Any] = {"metadata": {"name": name, "labels": labels}}
-        if self.provider_id and meta.get("providerid"):
+        given = self.provider_id(meta) if callable(self.provider_id) else self.provider_id
+        if given and meta.get("providerid"):
             body["spec"] = {"providerID": f"metal3://{meta['providerid']}"}
         self.meta_data[name] = meta
         try:
