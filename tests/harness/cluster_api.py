@@ -36,14 +36,20 @@ class Provider:
     binary: str  # bin/<binary>, upstream's Makefile's name
     prefix: str  # upstream's kustomize namePrefix, which names its webhook configurations
     group: str  # an API group it converts (for the probe of its conversion webhook)
+    # Whether upstream's config/crd kustomization labels its CRDs with the contract versions they serve (core
+    # finds a bootstrap or control plane provider's version for a reference by them, as it finds ours).
+    contract_labels: bool = False
 
 
 CLUSTER_API_PROVIDERS = (
     Provider("core", "cluster-api-manager", "capi-", "cluster.x-k8s.io"),
-    Provider("bootstrap", "kubeadm-bootstrap-manager", "capi-kubeadm-bootstrap-", "bootstrap.cluster.x-k8s.io"),
+    Provider("bootstrap", "kubeadm-bootstrap-manager", "capi-kubeadm-bootstrap-", "bootstrap.cluster.x-k8s.io",
+             contract_labels=True),
     Provider("controlplane", "kubeadm-control-plane-manager", "capi-kubeadm-control-plane-",
-             "controlplane.cluster.x-k8s.io"),
+             "controlplane.cluster.x-k8s.io", contract_labels=True),
 )
+# The labels of those kustomizations (and of ours: config/crd).
+CONTRACT_LABELS = {"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}
 PROVIDERS = tuple(provider.name for provider in CLUSTER_API_PROVIDERS)
 BINARIES = tuple(provider.binary for provider in CLUSTER_API_PROVIDERS)
 
@@ -71,6 +77,12 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
     pure-Python parser takes 20 s for them on a busy 2-core machine, libyaml 2 s)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return [doc for doc in yaml.load_all(path.read_text(), Loader=loader) if doc]
+
+
+def with_contract_labels(crd: dict[str, Any]) -> dict[str, Any]:
+    """``crd`` labelled with the contract versions, as its provider's kustomization labels it."""
+    metadata = crd["metadata"]
+    return {**crd, "metadata": {**metadata, "labels": {**(metadata.get("labels") or {}), **CONTRACT_LABELS}}}
 
 
 def with_conversion(crd: dict[str, Any], client_config: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +316,8 @@ class ClusterAPI:
 
     def _install_crds(self, cache: Path) -> None:
         """Each provider's CRDs, converting through its own manager's webhook (controller-runtime's /convert)."""
-        crds = [with_conversion(crd, self._client_config(manager, "/convert"))
+        crds = [with_conversion(with_contract_labels(crd) if manager.provider.contract_labels else crd,
+                                self._client_config(manager, "/convert"))
                 for name, manager in self.managers.items()
                 for path in sorted((cache / "crds" / name).glob("*.yaml")) for crd in load_documents(path)]
         (self.workdir / "crds.json").write_text(json.dumps(crds))  # as installed, for people debugging

@@ -78,6 +78,15 @@ def test_a_webhook_service_becomes_a_url_on_the_managers_port_with_the_ca():
 
 # -- the managers, running ------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("crd", ["kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+                                 "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"])
+def test_the_kubeadm_providers_crds_carry_the_contract_labels_as_their_kustomizations_set(cluster_api, crd):
+    """Core resolves a MachineDeployment's KubeadmConfigTemplate, or a Cluster's KubeadmControlPlane, by them."""
+    got = client.ApiextensionsV1Api(cluster_api.cluster.api_client()).read_custom_resource_definition(crd)
+    assert {"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}.items() <= \
+        got.metadata.labels.items()
+
+
 def test_core_reconciles_a_cluster_on_our_metal3cluster(cluster_api, cluster_api_namespace):
     api = objects(cluster_api)
     api.create_namespaced_custom_object(INFRA, "v1beta2", cluster_api_namespace, "metal3clusters",

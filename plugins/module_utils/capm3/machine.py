@@ -182,6 +182,7 @@ class _Flow:
         self.changed = False
         self.machine = self._owner_machine()
         self.cluster = self._cluster()
+        self.machine_set = self._machine_set()
         self.template = self._template()  # read once: node reuse and the data template both need it
 
     @property
@@ -387,8 +388,32 @@ class _Flow:
             raise NotFound(f"HostClaim {self.ref.namespace}/{self.ref.name} shows no host")
         return view
 
+    def _machine_set(self) -> Object | None:
+        owner = owner_named(self.machine, "MachineSet") if self.machine else None
+        return self.store.get_if_exists(Ref(CAPI_API, "MachineSet", owner["name"], self.ref.namespace)) \
+            if owner else None
+
+    def _control_plane_owner(self) -> dict[str, Any] | None:
+        """The owner reference of a control plane provider's (a KubeadmControlPlane's) on the Machine."""
+        return next((r for r in (self.machine or {"metadata": {}})["metadata"].get("ownerReferences") or []
+                     if str(r.get("apiVersion", "")).startswith(CONTROL_PLANE_GROUP + "/")), None)
+
     def _template(self) -> Object | None:
+        """The Metal3MachineTemplate the machine was made from, found as CAPM3 finds it: the infrastructureRef of
+        its MachineSet's machine template (a worker) or of its control plane's; else Cluster API's cloned-from
+        annotation (a machine no Cluster API controller owns: core's metadata sync may drop that annotation
+        from a MachineSet's machines)."""
         name = (self.m3m["metadata"].get("annotations") or {}).get(CLONED_FROM_NAME)
+        if self.machine_set is not None:
+            name = (((self.machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "infrastructureRef", {}).get("name") or name
+        elif (control_plane := self._control_plane_owner()) is not None:
+            found = self.store.get_if_exists(Ref(control_plane["apiVersion"], control_plane["kind"],
+                                                 control_plane["name"], self.ref.namespace))
+            machine_template = ((found or {}).get("spec") or {}).get("machineTemplate") or {}
+            # v1beta1 names it at machineTemplate.infrastructureRef, v1beta2 at machineTemplate.spec.
+            ref = (machine_template.get("spec") or machine_template).get("infrastructureRef") or {}
+            name = ref.get("name") or name
         return self.store.get_if_exists(Ref(INFRA_API, "Metal3MachineTemplate", name, self.ref.namespace)) \
             if name else None
 
@@ -400,15 +425,10 @@ class _Flow:
         template = self.template
         if not template or not template["spec"].get("nodeReuse"):
             return None
-        machine = self.machine or {"metadata": {}}
-        control_plane = next((r for r in machine["metadata"].get("ownerReferences") or []
-                              if str(r.get("apiVersion", "")).startswith(CONTROL_PLANE_GROUP + "/")), None)
+        control_plane = self._control_plane_owner()
         if control_plane:
             return f"cp-{control_plane['name']}"
-        machine_set = owner_named(machine, "MachineSet")
-        found = self.store.get_if_exists(Ref(CAPI_API, "MachineSet", machine_set["name"], self.ref.namespace)) \
-            if machine_set else None
-        deployment = owner_named(found, "MachineDeployment") if found else None
+        deployment = owner_named(self.machine_set, "MachineDeployment") if self.machine_set else None
         return f"md-{deployment['name']}" if deployment else str(template["metadata"]["name"])
 
     def _data_template(self, host: Object) -> dict[str, str] | None:
