@@ -4,10 +4,10 @@ meta_data of the config drive Ironic holds for it - named by its ``local-hostnam
 with its ``uuid`` (CAPM3's templates pass ``node-labels: metal3.io/uuid={{ ds.meta_data.uuid }}`` to kubelet),
 with ``provider_id`` its ``spec.providerID`` ``metal3://`` and its ``providerid`` (as the templates pass
 ``provider-id: metal3://{{ ds.meta_data.providerid }}``; without, kubelet sets none: ``provider_id``, for all
-machines or those whose meta_data it accepts) - and Ready while Ironic has
-it powered on, NotReady while it is off, as the node controller would mark it. A Node deleted is registered again
-once its machine is on (kubelet starts with it). A Node named in ``broken`` stays NotReady, on or off (a kubelet
-that fails). A thread of the test; nothing in the collection knows it is not a kubelet."""
+machines or those whose meta_data it accepts) - and Ready while Ironic has it powered on (with no memory, disk
+or PID pressure), NotReady while it is off, as the node controller would mark it. A Node deleted is registered
+again once its machine is on (kubelet starts with it). A Node named in ``broken`` stays NotReady, on or off (a
+kubelet that fails). A thread of the test; nothing in the collection knows it is not a kubelet."""
 from __future__ import annotations
 
 import datetime
@@ -23,6 +23,10 @@ from tests.harness.ironic import Ironic
 from tests.harness.looping import Looping
 
 UUID_LABEL = "metal3.io/uuid"
+# The conditions kubelet reports besides Ready, as it words them when all is well.
+PRESSURES = {"MemoryPressure": ("KubeletHasSufficientMemory", "sufficient memory available"),
+             "DiskPressure": ("KubeletHasNoDiskPressure", "no disk pressure"),
+             "PIDPressure": ("KubeletHasSufficientPID", "sufficient PID available")}
 
 
 class NodeAgent(Looping):
@@ -83,11 +87,16 @@ class NodeAgent(Looping):
                 return
             raise
         status = "True" if ready else "False"
-        current = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
-        if current is not None and current.status == status:
+        reported = {c.type: c.status for c in node.status.conditions or []}
+        if reported.get("Ready") == status and all(kind in reported for kind in PRESSURES):
             return
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.nodes.patch_node_status(name, {"status": {"conditions": [{
-            "type": "Ready", "status": status, "reason": "KubeletReady" if ready else "KubeletNotReady",
-            "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
-            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+        # Conditions merge by type: Ready as it is now, and the pressures kubelet reported once healthy (Cluster
+        # API's Machine is healthy, and so available to a MachineDeployment's rollout, only with all of them).
+        conditions = [{"type": "Ready", "status": status, "reason": "KubeletReady" if ready else "KubeletNotReady",
+                       "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
+                       "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        conditions += [{"type": kind, "status": "False", "reason": reason, "message": f"kubelet has {what}",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}
+                       for kind, (reason, what) in PRESSURES.items() if kind not in reported]
+        self.nodes.patch_node_status(name, {"status": {"conditions": conditions}})
