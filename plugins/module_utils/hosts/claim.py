@@ -323,4 +323,3 @@ def release_kept_hosts(store: Store, namespace: str, cluster: Consumer, dry_run:
                 update_claimed_host(store, Ref.of(host), cluster, release, dry_run)
                 released.append(host["metadata"]["name"])
     return released
-
