@@ -155,6 +155,7 @@ def test_a_kubeadm_control_plane_of_three_runs_on_our_hosts_is_available_then_th
         cluster_goes(api, ns)
     assert agent.errors == []
     assert ledger.twice == [], ledger.twice
+    assert ledger.looks > 10  # it watched
 
 
 def control_plane_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:
@@ -170,6 +171,7 @@ def control_plane_runs(api: client.CustomObjectsApi, ns: str, workload: KubeClus
     # on a host of its own, Running on its Node.
     eventually(lambda: len(machines(api, ns)) == REPLICAS and all(map(running, machines(api, ns).values())),
                f"{REPLICAS} control plane Machines running", timeout=1200)
+
     # KCP reads the control plane initialized, each machine's Node labelled and tainted and its static pods
     # healthy, each machine Ready and Available: the control plane is Available, and so is the Cluster.
     def available() -> dict | None:
