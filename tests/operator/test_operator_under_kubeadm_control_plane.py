@@ -13,7 +13,8 @@ deprovisioned and available, every address released.
 
 Not covered, and why: KCP's remediation of an initialized control plane with external etcd never runs (Cluster API
 v1.14.2's controlplane/kubeadm/reconcilers/kubeadmcontrolplane/remediation.go:275 requires etcd members, which only
-the managed-etcd path fills in), and managed etcd itself (see /work/briefs-style report in the issue)."""
+the managed-etcd path fills in), and managed etcd itself (every etcd call of KCP's goes through a port-forward to
+an etcd Pod, which only a real kubelet serves)."""
 from __future__ import annotations
 
 import contextlib
@@ -31,6 +32,7 @@ from tests.harness.looping import Looping
 from tests.harness.node_agent import CONTROL_PLANE, STATIC_PODS, NodeAgent
 from tests.operator.conftest import eventually
 from tests.operator.test_operator_under_cluster_api import (  # noqa: F401 - operator: a fixture
+    BOOTSTRAP,
     CLUSTER,
     CORE,
     INFRA,
@@ -53,7 +55,6 @@ from tests.operator.test_operator_under_cluster_api import (  # noqa: F401 - ope
 pytestmark = pytest.mark.kubernetes
 
 CONTROL_PLANE_API = ("controlplane.cluster.x-k8s.io", "v1beta2")
-BOOTSTRAP = ("bootstrap.cluster.x-k8s.io", "v1beta2")
 TEMPLATE = f"{CLUSTER}-controlplane"  # the demo's control plane Metal3MachineTemplate
 REPLICAS = 3
 # KCP dials each machine's kube-apiserver through pods/portforward to read its certificates' expiry unless the
