@@ -85,3 +85,16 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 120.0, inte
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+@pytest.fixture
+def cluster_api_operator(cluster_api: Any, cluster_api_namespace: str, ironic: Any,
+                         tmp_path: Path) -> Iterator[Operator]:
+    """The collection's operator on the ``cluster_api`` fixture's cluster, for the scenarios under Cluster API's
+    managers. The workload cluster's API is on loopback there: the operator is told it may connect there."""
+    env = {**ironic.env, "METAL3_ALLOWED_LOCAL_HOSTS": "127.0.0.1"}
+    started = Operator(cluster_api.cluster, tmp_path / "operator", cluster_api_namespace, env=env).start()
+    yield started
+    started.stop()
+    print(f"--- {started.log.name}\n{started.tail(60)}")
+

@@ -35,7 +35,6 @@ from tests.harness.cluster_api import ClusterAPI
 from tests.harness.demo import demo_objects
 from tests.harness.looping import Looping
 from tests.harness.node_agent import NodeAgent
-from tests.harness.operator_process import Operator
 from tests.operator.conftest import eventually
 
 pytestmark = pytest.mark.kubernetes
@@ -50,16 +49,6 @@ CLUSTER, WORKERS = "my-cluster", "my-cluster-workers"  # the demo's (playbooks/f
 
 
 SYNCED = "example.metal3.io"  # the label prefix the Metal3Cluster syncs onto Nodes
-
-
-@pytest.fixture
-def operator(cluster_api: ClusterAPI, cluster_api_namespace: str, ironic: Any, tmp_path: Path) -> Iterator[Operator]:
-    # The workload cluster's API is on loopback here: the operator is told it may connect there.
-    env = {**ironic.env, "METAL3_ALLOWED_LOCAL_HOSTS": "127.0.0.1"}
-    started = Operator(cluster_api.cluster, tmp_path / "operator", cluster_api_namespace, env=env).start()
-    yield started
-    started.stop()
-    print(f"--- {started.log.name}\n{started.tail(60)}")
 
 
 @pytest.fixture
@@ -172,7 +161,7 @@ def consumers(api: client.CustomObjectsApi, ns: str) -> dict[str, str]:
 
 
 def test_cores_machine_deployment_runs_scales_and_rolls_with_node_reuse_then_the_cluster_goes(
-        cluster_api, cluster_api_namespace, operator, workload, ironic):
+        cluster_api, cluster_api_namespace, cluster_api_operator, workload, ironic):
     ns = cluster_api_namespace
     with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
         for obj in demo_objects(ns, 6):
@@ -452,7 +441,7 @@ def machine_health_check(ns: str) -> dict[str, Any]:
 
 
 def test_a_health_check_reboots_unhealthy_workers_and_replaces_those_that_stay_unhealthy_in_both_modes(
-        cluster_api, cluster_api_namespace, operator, workload, ironic):
+        cluster_api, cluster_api_namespace, cluster_api_operator, workload, ironic):
     """Core's MachineHealthCheck makes a Metal3Remediation from our template for each worker whose Node is
     NotReady - one of a MachineDeployment that claims hosts, one of a MachineDeployment in HostClaim mode, both
     at once: the operator powers each host off (the claim's through its HostClaim), deletes the Node, powers the

@@ -31,7 +31,7 @@ from tests.harness.demo import demo_objects
 from tests.harness.looping import Looping
 from tests.harness.node_agent import CONTROL_PLANE, STATIC_PODS, NodeAgent
 from tests.operator.conftest import eventually
-from tests.operator.test_operator_under_cluster_api import (  # noqa: F401 - operator: a fixture
+from tests.operator.test_operator_under_cluster_api import (
     BOOTSTRAP,
     CLUSTER,
     CORE,
@@ -48,7 +48,6 @@ from tests.operator.test_operator_under_cluster_api import (  # noqa: F401 - ope
     listed,
     machines,
     nodes,
-    operator,
     running,
 )
 
@@ -134,7 +133,7 @@ def with_control_plane(api: client.CustomObjectsApi, ns: str) -> Iterator[None]:
         raise AssertionError(f"{e}\nkubeadmcontrolplane: {kcp.get('status')}\ncluster: {found.get('status')}") from None
 
 
-@pytest.mark.usefixtures("operator")  # the operator's process, as the other Cluster API scenarios start it
+@pytest.mark.usefixtures("cluster_api_operator")
 def test_a_kubeadm_control_plane_of_three_runs_on_our_hosts_is_available_then_the_cluster_goes(
         cluster_api, cluster_api_namespace, workload, ironic):
     ns = cluster_api_namespace
