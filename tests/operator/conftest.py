@@ -97,4 +97,3 @@ def cluster_api_operator(cluster_api: Any, cluster_api_namespace: str, ironic: A
     yield started
     started.stop()
     print(f"--- {started.log.name}\n{started.tail(60)}")
-
