@@ -8,11 +8,11 @@ addresses. The workload cluster is a second kube-apiserver, reached through the 
 as Cluster API reaches it, and a node agent plays kubelet from the config drive Ironic holds: the operator gives
 each Node its machine's providerID (found by the ``metal3.io/uuid`` label) and the host's labels under the
 Metal3Cluster's sync prefixes, and core sets each Machine's nodeRef - Running. The MachineDeployment scales
-3 -> 5 -> 2 and rolls to a new template with node reuse (maxSurge 0, as CAPM3 asks): the hosts the old machines
-left, kept for the deployment, are reprovisioned with the new image, and no host or address is ever held by two
-live machines. Scaling down and deleting the Cluster go through core's deletion (drain, the infrastructure
-machine, the Node), which waits on our finalizers: each host deprovisioned and free, each address released, the
-kept hosts let go. Core's MachineHealthCheck remediates a worker whose Node is NotReady through our
+3 -> 5 -> 2 and rolls to a new template with node reuse (maxSurge 0: each old machine's host freed first): the
+hosts the old machines left, kept for the deployment, are reprovisioned with the new image, and no host or address
+is ever held by two live machines. Scaling down and deleting the Cluster go through core's deletion (drain, the
+infrastructure machine, the Node), which waits on our finalizers: each host deprovisioned and free, each address
+released, the kept hosts let go. Core's MachineHealthCheck remediates a worker whose Node is NotReady through our
 Metal3RemediationTemplate: the operator reboots its host, and gives the Machine up to core's MachineSet when the
 Node stays NotReady."""
 from __future__ import annotations
@@ -81,7 +81,7 @@ def machine_deployment(ns: str, name: str, replicas: int, kubeadm: bool = False)
     return {"apiVersion": "/".join(CORE), "kind": "MachineDeployment",
             "metadata": {"name": name, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
             "spec": {"clusterName": CLUSTER, "replicas": replicas, "selector": {"matchLabels": labels},
-                     # One machine at a time, the old one first: node reuse needs its host (CAPM3's docs).
+                     # One machine at a time, the old one first: with node reuse, its successor takes the host it frees.
                      "rollout": {"strategy": {"type": "RollingUpdate",
                                               "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}},
                      "template": {"metadata": {"labels": labels}, "spec": {
