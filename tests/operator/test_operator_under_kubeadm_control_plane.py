@@ -59,50 +59,59 @@ REPLICAS = 3
 # KCP dials each machine's kube-apiserver through pods/portforward to read its certificates' expiry unless the
 # machine's KubeadmConfig already says it; no kubelet here serves a port-forward.
 EXPIRY = "machine.cluster.x-k8s.io/certificates-expiry"
+FAR_EXPIRY = {EXPIRY: "2099-01-01T00:00:00Z"}
 
 
 @pytest.fixture
 def workload(cluster_api: ClusterAPI, cluster_api_namespace: str, tmp_path: Path) -> Iterator[KubeCluster]:
-    """The workload cluster and the certificates a control plane with external etcd needs before it starts, as
-    Cluster API names them: ``<cluster>-ca`` (the workload API server's CA: KCP signs its kubeconfig's client
-    certificate with it), ``<cluster>-etcd`` (the external etcd's CA, its certificate only) and
-    ``<cluster>-apiserver-etcd-client`` (a key pair; nothing dials the external etcd here). No kubeconfig: KCP
-    writes it."""
+    """The workload cluster and the certificates its control plane needs (``control_plane_certificates``)."""
     with KubeCluster(tmp_path / "workload") as started:
-        core_v1 = client.CoreV1Api(cluster_api.cluster.api_client())
-        ca, server = started.ca_cert.read_text(), started.workdir / "server"
-        for name, data in {"ca": {"tls.crt": ca, "tls.key": started.ca_key.read_text()},
-                           "etcd": {"tls.crt": ca},
-                           "apiserver-etcd-client": {"tls.crt": server.with_suffix(".crt").read_text(),
-                                                     "tls.key": server.with_suffix(".key").read_text()}}.items():
-            core_v1.create_namespaced_secret(cluster_api_namespace, {
-                "metadata": {"name": f"{CLUSTER}-{name}", "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-                "type": "cluster.x-k8s.io/secret", "stringData": data})
+        control_plane_certificates(client.CoreV1Api(cluster_api.cluster.api_client()), cluster_api_namespace, started)
         yield started
 
 
+def control_plane_certificates(core_v1: client.CoreV1Api, ns: str, workload: KubeCluster,
+                               cluster: str = CLUSTER) -> None:
+    """The certificates a control plane with external etcd needs before it starts, as Cluster API names them:
+    ``<cluster>-ca`` (the workload API server's CA: KCP signs its kubeconfig's client certificate with it),
+    ``<cluster>-etcd`` (the external etcd's CA, its certificate only) and ``<cluster>-apiserver-etcd-client`` (a
+    key pair; nothing dials the external etcd here). No kubeconfig: KCP writes it."""
+    ca, server = workload.ca_cert.read_text(), workload.workdir / "server"
+    for name, data in {"ca": {"tls.crt": ca, "tls.key": workload.ca_key.read_text()},
+                       "etcd": {"tls.crt": ca},
+                       "apiserver-etcd-client": {"tls.crt": server.with_suffix(".crt").read_text(),
+                                                 "tls.key": server.with_suffix(".key").read_text()}}.items():
+        core_v1.create_namespaced_secret(ns, {
+            "metadata": {"name": f"{cluster}-{name}", "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "type": "cluster.x-k8s.io/secret", "stringData": data})
+
+
+# No CoreDNS or kube-proxy in the workload cluster for KCP to manage.
+SKIP_ADDONS = {"controlplane.cluster.x-k8s.io/skip-coredns": "", "controlplane.cluster.x-k8s.io/skip-kube-proxy": ""}
+# etcd external; kubelet named and labelled from the meta_data as CAPM3's templates do.
+_NODE_REGISTRATION = {"name": "{{ ds.meta_data.name }}", "kubeletExtraArgs": [
+    {"name": "node-labels", "value": "metal3.io/uuid={{ ds.meta_data.uuid }}"}]}
+KUBEADM_CONFIG_SPEC = {
+    "clusterConfiguration": {"etcd": {"external": {
+        "endpoints": ["https://etcd.example:2379"],
+        "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
+        "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+        "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key"}}},
+    "initConfiguration": {"nodeRegistration": _NODE_REGISTRATION},
+    "joinConfiguration": {"nodeRegistration": _NODE_REGISTRATION}}
+
+
 def kubeadm_control_plane(ns: str) -> dict[str, Any]:
-    """A KubeadmControlPlane of REPLICAS on the demo's control plane template: etcd external, each machine's
-    KubeadmConfig annotated with its certificates' expiry, kubelet named and labelled from the meta_data as
-    CAPM3's templates do; no CoreDNS or kube-proxy to manage."""
-    node_registration = {"name": "{{ ds.meta_data.name }}", "kubeletExtraArgs": [
-        {"name": "node-labels", "value": "metal3.io/uuid={{ ds.meta_data.uuid }}"}]}
+    """A KubeadmControlPlane of REPLICAS on the demo's control plane template (KUBEADM_CONFIG_SPEC), each machine's
+    KubeadmConfig annotated with its certificates' expiry."""
     return {"apiVersion": "/".join(CONTROL_PLANE_API), "kind": "KubeadmControlPlane",
-            "metadata": {"name": CLUSTER, "namespace": ns, "annotations": {
-                "controlplane.cluster.x-k8s.io/skip-coredns": "", "controlplane.cluster.x-k8s.io/skip-kube-proxy": ""}},
+            "metadata": {"name": CLUSTER, "namespace": ns, "annotations": SKIP_ADDONS},
             "spec": {"replicas": REPLICAS, "version": "v1.34.4",
                      "machineTemplate": {
-                         "metadata": {"annotations": {EXPIRY: "2099-01-01T00:00:00Z"}},
+                         "metadata": {"annotations": FAR_EXPIRY},
                          "spec": {"infrastructureRef": {"apiGroup": INFRA[0], "kind": "Metal3MachineTemplate",
                                                         "name": TEMPLATE}}},
-                     "kubeadmConfigSpec": {
-                         "clusterConfiguration": {"etcd": {"external": {
-                             "endpoints": ["https://etcd.example:2379"],
-                             "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
-                             "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt",
-                             "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key"}}},
-                         "initConfiguration": {"nodeRegistration": node_registration},
-                         "joinConfiguration": {"nodeRegistration": node_registration}}}}
+                     "kubeadmConfigSpec": KUBEADM_CONFIG_SPEC}}
 
 
 class Pace(Looping):
@@ -123,13 +132,13 @@ class Pace(Looping):
 
 
 @contextlib.contextmanager
-def with_control_plane(api: client.CustomObjectsApi, ns: str) -> Iterator[None]:
+def with_control_plane(api: client.CustomObjectsApi, ns: str, cluster: str = CLUSTER) -> Iterator[None]:
     """A failed assertion told with the KubeadmControlPlane's and the Cluster's status."""
     try:
         yield
     except AssertionError as e:
-        kcp = get(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns, CLUSTER) or {}
-        found = get(api, CORE, "clusters", ns, CLUSTER) or {}
+        kcp = next(iter(listed(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns)), {})  # its name, or topology's
+        found = get(api, CORE, "clusters", ns, cluster) or {}
         raise AssertionError(f"{e}\nkubeadmcontrolplane: {kcp.get('status')}\ncluster: {found.get('status')}") from None
 
 
@@ -213,15 +222,15 @@ def control_plane_runs(api: client.CustomObjectsApi, ns: str, workload: KubeClus
     assert len([p for p in pods if p.metadata.labels.get("component") in STATIC_PODS]) == 3 * REPLICAS
 
 
-def cluster_goes(api: client.CustomObjectsApi, ns: str) -> None:
+def cluster_goes(api: client.CustomObjectsApi, ns: str, cluster: str = CLUSTER) -> None:
     # The Cluster deleted: KCP and core delete the Machines and the Metal3Cluster; every host is available again
     # and every address released.
-    api.delete_namespaced_custom_object(*CORE, ns, "clusters", CLUSTER)
-    eventually(lambda: get(api, CORE, "clusters", ns, CLUSTER) is None, "the Cluster gone", timeout=600)
+    api.delete_namespaced_custom_object(*CORE, ns, "clusters", cluster)
+    eventually(lambda: get(api, CORE, "clusters", ns, cluster) is None, "the Cluster gone", timeout=600)
     assert machines(api, ns) == {}
     assert listed(api, INFRA, "metal3machines", ns) == []
-    assert get(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns, CLUSTER) is None
-    assert get(api, INFRA, "metal3clusters", ns, CLUSTER) is None
+    assert listed(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns) == []
+    assert listed(api, INFRA, "metal3clusters", ns) == []
 
     def all_available() -> bool:
         states = {h["status"]["provisioning"]["state"] for h in hosts(api, ns).values()}
