@@ -48,9 +48,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff, retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
-from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API, label_value
+from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import IPAM_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.claims import (
     claim_absent,
     claim_object,

@@ -62,6 +62,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import hostclaim
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API as BMH_API,
@@ -405,8 +406,8 @@ class _Flow:
         from a MachineSet's machines)."""
         name = (self.m3m["metadata"].get("annotations") or {}).get(CLONED_FROM_NAME)
         if self.machine_set is not None:
-            name = (((self.machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-                "infrastructureRef", {}).get("name") or name
+            name = ((((self.machine_set.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "infrastructureRef") or {}).get("name") or name
         elif (control_plane := self._control_plane_owner()) is not None:
             found = self.store.get_if_exists(Ref(control_plane["apiVersion"], control_plane["kind"],
                                                  control_plane["name"], self.ref.namespace))
@@ -421,15 +422,16 @@ class _Flow:
         """The node-reuse label's value when the template asks for node reuse, as CAPM3 names it:
         ``cp-<name>`` for a machine of a control plane provider, ``md-<name>`` for a worker of a
         MachineDeployment (through its MachineSet, so a rollout's new MachineSet finds the hosts the old one
-        left); else the template's name (a machine no Cluster API controller owns)."""
+        left); else the template's name (a machine no Cluster API controller owns). Past a label value's 63
+        characters, cut and told apart by a digest (CAPM3 writes it whole, and the API server refuses the host)."""
         template = self.template
         if not template or not template["spec"].get("nodeReuse"):
             return None
         control_plane = self._control_plane_owner()
         if control_plane:
-            return f"cp-{control_plane['name']}"
+            return label_value(f"cp-{control_plane['name']}")
         deployment = owner_named(self.machine_set, "MachineDeployment") if self.machine_set else None
-        return f"md-{deployment['name']}" if deployment else str(template["metadata"]["name"])
+        return label_value(f"md-{deployment['name']}" if deployment else str(template["metadata"]["name"]))
 
     def _data_template(self, host: Object) -> dict[str, str] | None:
         """The template of the failure domain of the host actually claimed, else spec.dataTemplate."""

@@ -9,6 +9,7 @@ A selector is a list of requirements that must all hold (AND).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -134,6 +135,15 @@ def qualified_name_problems(value: str) -> list[str]:
     if not _matches(_QUALIFIED_NAME_FORMAT, name):
         problems.append(f"name part {_QUALIFIED_NAME_ERROR}")
     return problems
+
+
+def label_value(value: str) -> str:
+    """``value`` as a label value when it may be longer (an object name is up to 253 characters, a label value 63):
+    longer ones cut and told apart by a digest of the whole."""
+    if len(value) <= 63:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:12]
+    return f"{value[:50].rstrip('-.')}-{digest}"
 
 
 def label_value_problems(value: str) -> list[str]:

@@ -32,6 +32,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_uids
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.inuse import InUse
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Pool, check_update, parse_pool
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
@@ -183,14 +184,6 @@ def _allocations(pool_obj: Object) -> dict[str, str]:
     read as ``allocations``."""
     status = cast("IPPool", pool_obj).get("status") or {}
     return dict(status.get("indexes") or status.get("allocations") or {})
-
-
-def label_value(name: str) -> str:
-    """An object name as a label value: names may be 253 characters long, label values only 63."""
-    if len(name) <= 63:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    return f"{name[:50].rstrip('-.')}-{digest}"
 
 
 # -- pool selection -----------------------------------------------------------------------------

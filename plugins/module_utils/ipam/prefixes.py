@@ -45,13 +45,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import label_value
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.allocation import (
     CLAIM_LABEL,
     IPAM_API,
     POOL_EXHAUSTED,
     POOL_LABEL,
     WAITING_REQUEUE,
-    label_value,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.pools import Network
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store

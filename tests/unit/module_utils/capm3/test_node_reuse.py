@@ -20,6 +20,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.selector import label_value, label_value_problems
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import NODE_REUSE_LABEL
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
@@ -105,9 +106,14 @@ def released(store, machine_owner: dict, annotated: bool = True) -> dict:
     return store.get(Ref(BMH_API, "BareMetalHost", "h-0", NS))
 
 
+# Cluster API's longest MachineDeployment name (it is a label value too): "md-" makes it too long for one.
+LONGEST = "w" * 63
+
 OWNERS = [
     pytest.param(lambda store: machine_set(store, "workers-abc12", "workers"), "md-workers",
                  id="worker-of-a-machine-deployment"),
+    pytest.param(lambda store: machine_set(store, "long-abc12", LONGEST), label_value(f"md-{LONGEST}"),
+                 id="worker-of-a-deployment-too-long-named-for-a-label"),
     pytest.param(lambda store: control_plane(store, "cp"), "cp-cp", id="machine-of-a-control-plane"),
     pytest.param(lambda store: machine_set(store, "bare-set", None), TEMPLATE, id="machine-set-of-no-deployment"),
     pytest.param(lambda store: owner(CAPI_API, "MachineSet", "gone"), TEMPLATE,
@@ -126,7 +132,7 @@ OWNED = [pytest.param(*case.values, False, id=f"{case.id}-annotation-dropped") f
 def test_a_released_host_is_labelled_for_its_machines_group_and_held_by_the_cluster(store, machine_owner, label,
                                                                                     annotated):
     freed = released(store, machine_owner(store), annotated)
-    assert freed["metadata"]["labels"][NODE_REUSE_LABEL] == label
+    assert freed["metadata"]["labels"][NODE_REUSE_LABEL] == label and label_value_problems(label) == []
     assert freed["spec"]["consumerRef"] == {"apiVersion": CAPI_API, "kind": "Cluster", "name": CLUSTER,
                                             "namespace": NS}
     assert "image" not in freed["spec"] and CLUSTER_NAME_LABEL not in freed["metadata"]["labels"]
