@@ -30,25 +30,40 @@ def mac() -> str:
 
 def demo_objects(ns: str, hosts: int,
                  manifests: tuple[str, ...] = ("hosts.yaml", "cluster.yaml")) -> list[dict[str, Any]]:
-    """The demo's objects (its hosts and BMC Secret, its cluster) in ``ns``, with its first ``hosts`` hosts only,
-    each with MAC addresses of its own (Ironic refuses a port whose MAC another node has)."""
-    objects = []
+    """The demo's objects (its hosts and BMC Secret, its cluster) in ``ns``, with its first ``hosts`` hosts only
+    (past the demo's six, copies of its last one named on: host-6, ...), each with MAC addresses of its own (Ironic
+    refuses a port whose MAC another node has)."""
+    objects: list[dict[str, Any]] = []
+    last_host: dict[str, Any] = {}
+    made = 0
     for manifest in manifests:
         for obj in load_definitions(src=str(DEMO / manifest)):
             obj = copy.deepcopy(obj)
             obj["metadata"]["namespace"] = ns
             if obj["kind"] == "BareMetalHost":
-                if hosts == 0:
+                last_host = obj
+                if made == hosts:
                     continue
-                hosts -= 1
-                annotations = obj["metadata"]["annotations"]
-                details = json.loads(annotations["inspect.metal3.io/hardwaredetails"])
-                for nic in details["nics"]:
-                    nic["mac"] = mac()
-                annotations["inspect.metal3.io/hardwaredetails"] = json.dumps(details)
-                obj["spec"]["bootMACAddress"] = details["nics"][0]["mac"]
+                made += 1
+                with_own_macs(obj)
             objects.append(obj)
+    for index in range(made, hosts):
+        more = copy.deepcopy(last_host)
+        more["metadata"]["name"] = f"host-{index}"
+        more["spec"]["bmc"]["address"] = f"fake://host-{index}"
+        objects.append(with_own_macs(more))
     return objects
+
+
+def with_own_macs(host: dict[str, Any]) -> dict[str, Any]:
+    annotations = host["metadata"]["annotations"]
+    details = json.loads(annotations["inspect.metal3.io/hardwaredetails"])
+    for nic in details["nics"]:
+        nic["mac"] = mac()
+    details["hostname"] = host["metadata"]["name"]
+    annotations["inspect.metal3.io/hardwaredetails"] = json.dumps(details)
+    host["spec"]["bootMACAddress"] = details["nics"][0]["mac"]
+    return host
 
 
 def settle_demo_hosts(open_store: Callable[[], Store], ironic: IronicOptions, ns: str,
