@@ -15,7 +15,6 @@ host gets none (CAPM3's createSecrets), and cloud-init falls back to its default
 from __future__ import annotations
 
 import contextlib
-import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Mapping, cast
 
@@ -188,17 +187,20 @@ def _claim_status(store: Store, claim: Object, data: Object | None, error: str, 
     if error:
         status["errorMessage"] = error
 
+    return DataResult(_write_status(store, claim, status, dry_run), True, requeue, error or "Metal3Data created")
+
+
+def _write_status(store: Store, obj: Object, status: dict[str, Any], dry_run: bool) -> Object:
+    """``obj`` with ``status``. A claim and its data are each reconciled on their own and inside their
+    Metal3Machine's reconcile (the operator runs them at once): another may have written meanwhile, the same
+    status from the same state, so a conflict reads again."""
     def write() -> Object:
-        # The claim is reconciled on its own and inside its Metal3Machine's reconcile (the operator runs both at
-        # once): the other may have written meanwhile, the same status from the same state.
-        current = store.get(Ref.of(claim))
+        current = store.get(Ref.of(obj))
         if (current.get("status") or {}) == status:
             return current
         return store.update_status({**current, "status": status}, dry_run=dry_run)
 
-    if (claim.get("status") or {}) != status:
-        claim = retry_on_conflict(write)
-    return DataResult(claim, True, requeue, error or "Metal3Data created")
+    return obj if (obj.get("status") or {}) == status else retry_on_conflict(write)
 
 
 def _delete_claim(store: Store, claim: Object, dry_run: bool) -> DataResult:
@@ -353,9 +355,7 @@ def _address(store: Store, data: Object, pool: str, dry_run: bool) -> Address | 
 
 def _data_status(store: Store, data: Object, ready: bool, error: str, dry_run: bool) -> DataResult:
     status = {"ready": ready, **({"errorMessage": error} if error else {})}
-    if (data.get("status") or {}) != status:
-        data = store.update_status({**copy.deepcopy(data), "status": status}, dry_run=dry_run)
-    return DataResult(data, True, None, error or "rendered", ready=ready)
+    return DataResult(_write_status(store, data, status, dry_run), True, None, error or "rendered", ready=ready)
 
 
 def _delete_data(store: Store, data: Object, dry_run: bool) -> DataResult:

@@ -38,7 +38,10 @@ def remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = Fal
         if finalizer not in finalizers:
             return obj
         obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-        return store.update(obj, dry_run=dry_run) or {}
+        try:
+            return store.update(obj, dry_run=dry_run) or {}
+        except NotFound:  # another releaser took the last finalizer off between the read and this write
+            return {}
 
     retry_on_conflict(write)
 

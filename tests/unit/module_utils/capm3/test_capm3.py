@@ -17,6 +17,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import Backoff
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import config_drive
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import online_after_release
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.delegating import DelegatingStore
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 
 NS = "ns"
@@ -141,6 +142,60 @@ def test_a_metal3data_naming_another_namespace_s_template_renders_nothing(store)
     assert status["ready"] is False
     assert status["errorMessage"].startswith("spec.template.namespace: 'other-tenant' is not the namespace")
     assert store.list("v1", "Secret", NS) == []
+
+
+class Interleaved(DelegatingStore):
+    """Another reconcile's write, made through the inner store just before this one's first ``call`` (update or
+    update_status) of a ``kind``: what the operator's concurrent reconciles of a claim, its data and its machine do."""
+
+    def __init__(self, inner, call: str, kind: str, other) -> None:
+        super().__init__(inner)
+        self.call, self.kind, self.other = call, kind, other
+
+    def _write(self, call, *args, **kwargs):
+        if self.other is not None and call.__name__ == self.call and args[0].get("kind") == self.kind:
+            other, self.other = self.other, None
+            other(self.inner)
+        return super()._write(call, *args, **kwargs)
+
+
+def test_a_metal3datas_status_written_after_another_reconciles_write_is_written_not_failed(store):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    store.create(metal3data("net-0", 0, "net", "m"))
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataClaim", "metadata": {"name": "m", "namespace": NS},
+                  "spec": {"template": {"name": "net"}}})
+    data_ref = Ref(INFRA_API, "Metal3Data", "net-0", NS)
+
+    def labelled(inner):
+        current = inner.get(data_ref)
+        current["metadata"]["labels"]["touched"] = "yes"
+        inner.update(current)
+
+    objects = {"metal3machine": {"metadata": {"name": "m"}}, "baremetalhost": {"metadata": {"name": "h"}}}
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(data, "_objects", lambda *_: objects)
+        step = data.reconcile_data(Interleaved(store, "update_status", "Metal3Data", labelled), data_ref)
+    assert step.ready, step.message
+    found = store.get(data_ref)
+    assert found["status"]["ready"] is True and found["metadata"]["labels"]["touched"] == "yes"
+
+
+def test_a_claim_whose_data_another_reconcile_released_first_is_released(store):
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    ref = claim(store, "m")
+    data_ref = Ref(INFRA_API, "Metal3Data", "net-0", NS)
+    store.delete(ref)
+
+    def released(inner):  # the data's own reconcile takes its finalizer off: it is gone
+        current = inner.get(data_ref)
+        current["metadata"]["finalizers"] = []
+        inner.update(current)
+
+    step = reconcile_data_claim(Interleaved(store, "update", "Metal3Data", released), ref)
+    assert step.obj is None and step.message == "released"
+    assert store.get_if_exists(data_ref) is None and store.get_if_exists(ref) is None
 
 
 # machines already placed → the domain of the next one
