@@ -1,6 +1,7 @@
 """Fixtures shared by every test: a store on each backend, the same test run against both."""
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
@@ -17,6 +18,17 @@ pytest_plugins = ["tests.harness.pytest_kube", "tests.harness.pytest_cluster_api
 
 BACKENDS = ["local", "kubernetes"]
 T = TypeVar("T")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI job's timeout, a plain ``kill``) stops the run as Ctrl-C does, so that the fixtures' teardowns
+    still stop the harness's processes (etcd, kube-apiserver, Ironic, Cluster API's managers), which a run killed
+    outright leaves behind."""
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.fixture(params=BACKENDS)
