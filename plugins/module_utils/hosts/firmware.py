@@ -1,0 +1,144 @@
+# Copyright: Contributors to the metal3.baremetal project
+# Apache License 2.0 (see LICENSE)
+"""What baremetal-operator checks of a host's firmware kinds in its controllers, not in a webhook.
+
+Upstream admits any HostFirmwareSettings and any HostFirmwareComponents names; its controllers check them each
+reconcile and report the outcome in the object's ``Valid`` condition (False, with the messages) rather than
+refusing the write. These are those checks as plain functions, for the reconciles of issue 33 to call:
+
+- ``settings_problems``: HostFirmwareSettings ``spec.settings`` against the host's current settings (its
+  ``status.settings``) and its FirmwareSchema - upstream's ``validateHostFirmwareSettings``
+  (internal/controller/metal3.io/hostfirmwaresettings_controller.go) and ``FirmwareSchema.ValidateSetting`` /
+  ``SettingSchema.Validate`` (apis/metal3.io/v1alpha1/firmwareschema_types.go);
+- ``component_problems``: HostFirmwareComponents ``spec.updates`` names - upstream's
+  ``ValidateHostFirmwareComponents`` (apis/metal3.io/v1alpha1/hostfirmwarecomponents_types.go), which its
+  controller calls.
+
+Each problem is ``(what it is about, upstream's text)``: the setting's name, or the update's field. A setting's
+value is what the CRD admits (an IntOrString): an ``int`` or a ``str``, compared as upstream compares them - an
+Enumeration or a Boolean by its text, an Integer by its number, a String by its length in bytes.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator, Mapping, Sequence
+
+Problem = tuple[str, str]  # (the setting's name or the field, upstream's text)
+
+# The components upstream lets an update name, besides "nic:<id>".
+UPDATE_COMPONENTS = ("bmc", "bios")
+NIC_COMPONENT_PREFIX = "nic:"
+
+# What Go's strconv.Atoi reads: an optional sign and decimal digits, within int64.
+_ATOI = re.compile(r"^[+-]?[0-9]+$")
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def _atoi(text: str) -> int | None:
+    if not _ATOI.match(text):
+        return None
+    number = int(text)
+    return number if _INT64[0] <= number <= _INT64[1] else None
+
+
+def _text(value: int | str) -> str:
+    """IntOrString's String(): an integer in decimal, a string as it is."""
+    return str(value)
+
+
+def _number(value: int | str) -> int:
+    """IntOrString's IntValue(): an integer as it is, a string read by Atoi (0 when it is none)."""
+    if isinstance(value, int):
+        return value
+    return _atoi(value) or 0
+
+
+def _setting_invalid(name: str, message: str) -> Problem:
+    """Upstream's SchemaSettingError."""
+    return name, f"Setting {name} is invalid, {message}"
+
+
+def setting_problem(name: str, value: int | str, schema: Mapping[str, Any]) -> Problem | None:
+    """Upstream's SettingSchema.Validate: ``value`` for the setting ``name`` that ``schema`` (one entry of a
+    FirmwareSchema's spec.schema) describes - read-only, a password, then by its attribute_type."""
+    if schema.get("read_only"):
+        return _setting_invalid(name, "it is ReadOnly")
+    if "Password" in name:
+        return _setting_invalid(name, "Password fields can't be set")
+    attribute_type = schema.get("attribute_type") or ""
+    text = _text(value)
+    if attribute_type == "Enumeration":
+        if text in (schema.get("allowable_values") or []):
+            return None
+        return _setting_invalid(name, f"unknown enumeration value - {text}")
+    if attribute_type == "Integer":
+        if isinstance(value, str) and _atoi(value) is None:
+            return _setting_invalid(name, f"String {text} entered while integer expected")
+        number = _number(value)
+        lower, upper = schema.get("lower_bound"), schema.get("upper_bound")
+        if lower is not None and number < lower:
+            return _setting_invalid(name, f"integer {number} is below minimum value {lower}")
+        if upper is not None and number > upper:
+            return _setting_invalid(name, f"integer {number} is above maximum value {upper}")
+        return None
+    if attribute_type == "String":
+        length = len(text.encode())  # Go's len(): bytes
+        shortest, longest = schema.get("min_length"), schema.get("max_length")
+        if shortest is not None and length < shortest:
+            return _setting_invalid(name, f"string {text} length is below minimum length {shortest}")
+        if longest is not None and length > longest:
+            return _setting_invalid(name, f"string {text} length is above maximum length {longest}")
+        return None
+    if attribute_type == "Boolean":
+        if text in ("true", "false"):
+            return None
+        return _setting_invalid(name, f"{text} is not a boolean")
+    if attribute_type == "Password":
+        return _setting_invalid(name, "passwords are immutable")
+    if attribute_type == "":
+        return None  # allowed: the BIOS registry may not have described the setting
+    return _setting_invalid(name, f"unexpected attribute type {attribute_type}")
+
+
+def schema_setting_problem(name: str, value: int | str, schema: Mapping[str, Any]) -> Problem | None:
+    """Upstream's FirmwareSchema.ValidateSetting: ``name`` must be in ``schema`` (a FirmwareSchema's spec.schema,
+    every setting's name to what describes it), and ``value`` must be what its entry allows."""
+    if name not in schema:
+        return _setting_invalid(name, "it is not in the associated schema")
+    return setting_problem(name, value, schema[name] or {})
+
+
+def settings_problems(desired: Mapping[str, int | str], current: Mapping[str, str] | None,
+                      schema: Mapping[str, Any] | None) -> list[Problem]:
+    """Upstream's validateHostFirmwareSettings: every problem of ``desired`` (a HostFirmwareSettings'
+    spec.settings) given the host's ``current`` settings (its status.settings) and the FirmwareSchema's
+    spec.schema (None before there is one: then only names are checked), in the order of the settings' names.
+
+    A setting may not be a password (its name holds "Password"), must be one the host has, and must fit the
+    schema: known, writable, and a value its type allows (an Enumeration's value, an Integer within its bounds,
+    a String within its lengths, true or false)."""
+    problems: list[Problem] = []
+    for name in sorted(desired):
+        if "Password" in name:
+            problems.append((name, "cannot set Password field"))
+            continue
+        if name not in (current or {}):
+            problems.append((name, f"setting {name} is not in the Status field"))
+            continue
+        if schema is not None:
+            problem = schema_setting_problem(name, desired[name], schema)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def component_problems(updates: Sequence[Mapping[str, Any]]) -> Iterator[Problem]:
+    """Upstream's ValidateHostFirmwareComponents: each update of ``updates`` (a HostFirmwareComponents'
+    spec.updates) must name bmc, bios or a nic:<id> component. Upstream stops at the first; every one is named
+    here."""
+    for index, update in enumerate(updates):
+        component = str(update.get("component") or "")
+        if component not in UPDATE_COMPONENTS and not component.startswith(NIC_COMPONENT_PREFIX):
+            yield f"spec.updates[{index}].component", (
+                f"component {component} is invalid, only 'bmc', 'bios', or names starting with "
+                f"'{NIC_COMPONENT_PREFIX}' are allowed as update names")
