@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import validation
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims import admission as claim_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import admission as host_admission
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import hardware_admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import allocation as ipam_allocation
 from ansible_collections.metal3.baremetal.plugins.module_utils.ipam import prefixes as ipam_prefixes
 from ansible_collections.metal3.baremetal.plugins.module_utils.metalstack import admission as metalstack_admission
@@ -21,9 +22,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store import fact
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
 BACKENDS = factory.BACKENDS
-# The domains imported for their admission.register(...) calls: BareMetalHost's, HostClaim's, HostDeployPolicy's,
-# IPPool's, IPPrefixPool's and MachineType's rules.
-DOMAINS = (host_admission, claim_admission, ipam_allocation, ipam_prefixes, machinetypes, metalstack_admission)
+# The domains imported for their admission.register(...) calls: BareMetalHost's, DataImage's and
+# HostFirmwareComponents', HostClaim's, HostDeployPolicy's, IPPool's, IPPrefixPool's and MachineType's rules.
+DOMAINS = (host_admission, hardware_admission, claim_admission, ipam_allocation, ipam_prefixes, machinetypes,
+           metalstack_admission)
 
 
 def open_store(options: Mapping[str, Any] | None = None) -> Store:

@@ -85,3 +85,46 @@ def test_the_engine_in_other_modules_writes_through_admission(store_options, sto
     assert 'spec.rootDeviceHints.deviceName: device name of root device hint must be a /dev/ path, not "sda"' in \
         outcome["bad_hint"]["msg"]
     assert store.get_if_exists(Ref(API, "BareMetalHost", "bad-hint", namespace)) is None
+
+
+def day2(kind: str, namespace: str, **spec) -> dict:
+    return {"apiVersion": API, "kind": kind, "metadata": {"name": "node-0", "namespace": namespace}, "spec": spec}
+
+
+def test_the_day2_hardware_kinds_are_stored_and_admitted_alike_on_both_backends(store_options, namespace):
+    """Issue 33's kinds: upstream's objects stored, their status written, and the DataImage and
+    HostFirmwareComponents webhooks' rules applied to every write."""
+    with open_store(store_options) as store:
+        settings = store.create(day2("HostFirmwareSettings", namespace,
+                                     settings={"ProcVirtualization": "Disabled", "NetworkBootRetryCount": 20}))
+        assert settings["spec"]["settings"]["NetworkBootRetryCount"] == 20  # an integer stays one
+        store.patch_status(Ref.of(settings), {"status": {
+            "settings": {"ProcVirtualization": "Enabled", "NetworkBootRetryCount": "10"},
+            "schema": {"namespace": namespace, "name": "schema-0"},
+            "conditions": [{"type": "Valid", "status": "True", "reason": "Success", "message": ""}]}})
+        store.create(day2("FirmwareSchema", namespace, hardwareVendor="QEMU", schema={
+            "ProcVirtualization": {"attribute_type": "Enumeration", "allowable_values": ["Enabled", "Disabled"]}}))
+        store.create(day2("HostUpdatePolicy", namespace, firmwareSettings="onReboot"))
+        with pytest.raises(Invalid, match="spec.firmwareUpdates"):
+            store.create({**day2("HostUpdatePolicy", namespace, firmwareUpdates="always"),
+                          "metadata": {"name": "node-1", "namespace": namespace}})
+        store.create(day2("PreprovisioningImage", namespace, acceptFormats=["iso", "initrd"]))
+
+        with pytest.raises(Invalid, match=r'DataImage.metal3.io "node-0" is invalid: spec.url: URL "abc" is invalid: '
+                                          r'parse "abc": invalid URI for request'):
+            store.create(day2("DataImage", namespace, url="abc"))
+        image = store.create(day2("DataImage", namespace, url="http://images.example/data.iso"))
+        with pytest.raises(Invalid, match='spec.url: URL "unix://images/data.iso" is invalid: invalid scheme'):
+            store.patch(Ref.of(image), {"spec": {"url": "unix://images/data.iso"}})
+        store.patch_status(Ref.of(image), {"status": {"attachedImage": {"url": "http://images.example/data.iso"},
+                                                      "error": {"count": 0, "message": ""}}})
+
+        components = store.create(day2("HostFirmwareComponents", namespace,
+                                       updates=[{"component": "bmc", "url": "http://firmware.example/bmc.bin"}]))
+        with pytest.raises(Invalid, match=r'spec.updates\[0\].url: invalid URL "" in FirmwareUpdate in component '
+                                          r'"bios": parse "": empty url'):
+            store.patch(Ref.of(components), {"spec": {"updates": [{"component": "bios", "url": ""}]}})
+        store.patch_status(Ref.of(components), {"status": {"components": [
+            {"component": "bios", "initialVersion": "1.0", "currentVersion": "1.0", "updatedAt": None}]}})
+        assert store.get(Ref.of(components))["spec"]["updates"][0]["component"] == "bmc"
+        assert store.get(Ref.of(image))["status"]["attachedImage"]["url"] == "http://images.example/data.iso"

@@ -80,6 +80,8 @@ SEMANTIC = [
     ("HostClaim", "spec.hostSelector.matchExpressions[0].operator",
      {"hostSelector": {"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["1"]}]}}),
     ("HostDeployPolicy", "spec.hostClaimNamespaces.nameMatches", {"hostClaimNamespaces": {"nameMatches": "(tenant"}}),
+    ("DataImage", "spec.url", {"url": "file:///etc/passwd"}),
+    ("HostFirmwareComponents", "spec.updates[0].url", {"updates": [{"component": "bmc", "url": "bmc.bin"}]}),
     ("MachineType", "spec.constraints[1].min",
      {"constraints": [{"type": "cores", "min": 4}, {"type": "memory", "min": "16Xi"}]}),
     ("MachineType", "spec.constraints[0].max", {"constraints": [{"type": "cores", "min": 8, "max": 4}]}),

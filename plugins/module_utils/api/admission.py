@@ -15,6 +15,8 @@ schema accepts, the object is first held to its CRD's schema.
 | BareMetalHost (metal3.io) | hosts/admission.py ``admit_host`` | baremetal-operator's BareMetalHost webhook |
 | HostClaim (metal3.io) | hostclaims/admission.py ``admit_host_claim`` | baremetal-operator's HostClaim webhook |
 | HostDeployPolicy (metal3.io) | hostclaims/admission.py ``admit_host_deploy_policy`` | ours: upstream has none |
+| DataImage (metal3.io) | hosts/hardware_admission.py ``admit_data_image`` | baremetal-operator's webhook |
+| HostFirmwareComponents (metal3.io) | hosts/hardware_admission.py ``admit_firmware_components`` | upstream's webhook |
 | MachineType (metal3.io) | metalstack/machinetypes.py ``admit_machine_type`` | ours: upstream has no such kind |
 | MetalStackCluster, MetalStackMachine, MetalStackFirewall | metalstack/admission.py | ours: the provider has none |
 """
@@ -44,6 +46,7 @@ Rule = Callable[[Reader, Object, "Object | None"], None]
 # them when imported; writing one of these kinds before its rules are registered is a bug, and fails.
 RULED_KINDS = frozenset({("ipam.metal3.io", "IPPool"), ("ipam.metal3.io", "IPPrefixPool"),
                          ("metal3.io", "BareMetalHost"), ("metal3.io", "HostClaim"), ("metal3.io", "HostDeployPolicy"),
+                         ("metal3.io", "DataImage"), ("metal3.io", "HostFirmwareComponents"),
                          ("metal3.io", "MachineType"), ("infrastructure.cluster.x-k8s.io", "MetalStackCluster"),
                          ("infrastructure.cluster.x-k8s.io", "MetalStackMachine"),
                          ("infrastructure.cluster.x-k8s.io", "MetalStackFirewall")})

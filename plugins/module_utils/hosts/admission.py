@@ -288,7 +288,7 @@ def _name_problems(name: str) -> Iterator[Problem]:
 def image_problems(image: dict[str, Any]) -> Iterator[Problem]:
     """Upstream's validateImage (a host's and a HostClaim's spec.image): the URL, and its checksum."""
     url = str(image.get("url") or "")
-    problem = _request_uri_problem(url)
+    problem = request_uri_problem(url)
     if problem:
         yield "spec.image.url", f"image URL {url} is invalid: {problem}"
     checksum = image_checksum_problem(image)
@@ -296,8 +296,9 @@ def image_problems(image: dict[str, Any]) -> Iterator[Problem]:
         yield checksum
 
 
-def _request_uri_problem(url: str) -> str | None:
-    """Go's url.ParseRequestURI and the schemes upstream allows an image URL."""
+def request_uri_problem(url: str) -> str | None:
+    """Upstream's validateURL (common_validation.go): Go's url.ParseRequestURI, and the schemes upstream allows an
+    image's URL, a DataImage's and a firmware update's."""
     if not url:
         return 'parse "": empty url'
     try:
