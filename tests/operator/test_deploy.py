@@ -154,6 +154,30 @@ def test_what_a_metal_stack_cluster_makes_it_may_create_and_delete():
     assert {"create", "delete"} <= granted(rules, "infrastructure.cluster.x-k8s.io", "metalstackfirewalls")
 
 
+# baremetal-operator's day-2 hardware kinds (issue 33), not watched yet: (kind, verbs on it, on its status and
+# finalizers). What upstream's controllers do with them: a host's settings, components and agent image made beside
+# it and reconciled; the schema a model's hosts share made and its ownerReferences updated; the user's DataImage
+# reconciled; the host's update policy read and owned. Never deleted (the garbage collector does it).
+RECONCILED = {"get", "list", "watch", "update", "patch"}
+DAY2_KINDS = [
+    ("HostFirmwareSettings", RECONCILED | {"create"}, {"get", "update", "patch"}),
+    ("HostFirmwareComponents", RECONCILED | {"create"}, {"get", "update", "patch"}),
+    ("PreprovisioningImage", RECONCILED | {"create"}, {"get", "update", "patch"}),
+    ("FirmwareSchema", RECONCILED | {"create"}, set()),
+    ("DataImage", RECONCILED, {"get", "update", "patch"}),
+    ("HostUpdatePolicy", RECONCILED, set()),
+]
+
+
+@pytest.mark.parametrize(("kind", "verbs", "subresource_verbs"), DAY2_KINDS, ids=[k[0] for k in DAY2_KINDS])
+def test_the_day2_hardware_kinds_are_granted_what_their_reconciles_need_and_no_more(kind, verbs, subresource_verbs):
+    plural = plurals()[("metal3.io", kind)]
+    rules = CLUSTER_ROLE["rules"]
+    assert granted(rules, "metal3.io", plural) == verbs
+    assert granted(rules, "metal3.io", f"{plural}/status") == subresource_verbs
+    assert granted(rules, "metal3.io", f"{plural}/finalizers") == subresource_verbs
+
+
 TENANT_ROLE = "metal3-baremetal-hostclaim-tenant"
 
 
