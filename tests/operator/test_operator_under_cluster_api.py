@@ -162,9 +162,16 @@ def consumers(api: client.CustomObjectsApi, ns: str) -> dict[str, str]:
 
 def test_cores_machine_deployment_runs_scales_and_rolls_with_node_reuse_then_the_cluster_goes(
         cluster_api, cluster_api_namespace, cluster_api_operator, workload, ironic):
-    ns = cluster_api_namespace
+    create_demo(cluster_api, cluster_api_namespace, 7)  # six for the most machines at once, and a spare
+    run_cluster(cluster_api, cluster_api_namespace, workload, ironic, {WORKERS: 3}, cluster_runs, kubeadm=True)
+
+
+def create_demo(cluster_api: ClusterAPI, ns: str, count: int, *extra: dict[str, Any]) -> None:
+    """The demo's objects in ``ns`` with its first ``count`` hosts, and ``extra``: the Metal3Cluster syncs the
+    labels under SYNCED onto the Nodes, each host has one such label and one under another prefix, and the workers'
+    template asks for node reuse."""
     with KubernetesStore(kubeconfig=str(cluster_api.cluster.kubeconfig)) as store:
-        for obj in demo_objects(ns, 7):  # six for the most machines at once, and a spare
+        for obj in [*demo_objects(ns, count), *extra]:
             if obj["kind"] == "Metal3Cluster":
                 obj["metadata"].setdefault("annotations", {})["metal3.io/metal3-label-sync-prefixes"] = SYNCED
             if obj["kind"] == "BareMetalHost":
@@ -173,7 +180,6 @@ def test_cores_machine_deployment_runs_scales_and_rolls_with_node_reuse_then_the
             if obj["kind"] == "Metal3MachineTemplate" and obj["metadata"]["name"] == WORKERS:
                 obj["spec"]["nodeReuse"] = True
             store.create(obj)
-    run_cluster(cluster_api, ns, workload, ironic, {WORKERS: 3}, cluster_runs, kubeadm=True)
 
 
 def run_cluster(cluster_api: ClusterAPI, ns: str, workload: KubeCluster, ironic: Any, deployments: dict[str, int],
@@ -298,6 +304,64 @@ def kept(api: client.CustomObjectsApi, ns: str) -> set[str]:
 
 
 def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:
+    claimed = cluster_up(api, ns, workload, agent, 3)
+
+    # A host's synced label removed and one added: its Node follows (the operator looks again every minute).
+    synced_host = sorted(claimed)[0]
+    api.patch_namespaced_custom_object(*BMH[:2], ns, BMH[2], synced_host, {"metadata": {"labels": {
+        f"{SYNCED}/rack": None, f"{SYNCED}/row": "a"}}})
+    node_of = {m["spec"]["providerID"]: m["status"]["nodeRef"]["name"] for m in machines(api, ns).values()}
+    synced_node = next(node for provider_id, node in node_of.items() if f"/{synced_host}/" in provider_id)
+    eventually(lambda: {k: v for k, v in nodes(workload)[synced_node].metadata.labels.items()
+                        if k.startswith(SYNCED)} == {f"{SYNCED}/row": "a"},
+               "the Node's synced labels the host's", timeout=150)
+
+    # Scale up to five workers: six hosts taken, one spare.
+    scale(api, ns, 5)
+    all_running(api, ns, 6)
+    assert len(consumers(api, ns)) == 6
+    control_plane_host = host_of(api, ns, machines(api, ns)[f"{CLUSTER}-cp-0"])
+    (spare,) = set(hosts(api, ns)) - set(consumers(api, ns))
+
+    # Down to two: three hosts freed, each kept for the deployment.
+    scaled_down(api, ns, workload, 2, freed=3)
+
+    # A rollout to a template with another image: core's new MachineSet replaces each worker, one at a time; each
+    # new machine takes a host the deployment kept (never the spare, free all along), reprovisioned with the new
+    # image.
+    template = get(api, INFRA, "metal3machinetemplates", ns, WORKERS)
+    image = {**template["spec"]["template"]["spec"]["image"], "url": NEW_IMAGE}
+    api.create_namespaced_custom_object(*INFRA, ns, "metal3machinetemplates", {
+        "apiVersion": "/".join(INFRA), "kind": "Metal3MachineTemplate",
+        "metadata": {"name": f"{WORKERS}-v2", "labels": template["metadata"].get("labels") or {}},
+        "spec": {**template["spec"], "template": {"spec": {**template["spec"]["template"]["spec"], "image": image}}}})
+    before = {name for name in machines(api, ns) if name.startswith(f"{WORKERS}-")}
+    api.patch_namespaced_custom_object(*CORE, ns, "machinedeployments", WORKERS, {"spec": {"template": {"spec": {
+        "infrastructureRef": {"apiGroup": INFRA[0], "kind": "Metal3MachineTemplate", "name": f"{WORKERS}-v2"}}}}})
+
+    def rolled() -> bool:
+        current = machines(api, ns)
+        return len(current) == 3 and not before & set(current) and all(map(running, current.values()))
+
+    eventually(rolled, "the workers rolled to the new template", timeout=600)
+    for name, machine in machines(api, ns).items():
+        host = host_of(api, ns, machine)
+        if name == f"{CLUSTER}-cp-0":
+            assert host == control_plane_host
+            continue
+        assert host != spare, (name, host)
+        assert hosts(api, ns)[host]["spec"]["image"]["url"] == NEW_IMAGE
+        assert "infrastructure.cluster.x-k8s.io/node-reuse" not in hosts(api, ns)[host]["metadata"]["labels"]
+    eventually(lambda: len(kept(api, ns)) == 3, "the old workers' hosts kept", timeout=300)
+
+    cluster_goes(api, ns)
+
+
+def cluster_up(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent,
+               workers: int) -> dict[str, str]:
+    """The Cluster provisioned, the control plane machine and ``workers`` Machines of the workers' deployment
+    Running, each on a host of its own and a Node of its own with the machine's providerID and the host's synced
+    labels, the workers joined by the kubeadm bootstrap provider; the claimed hosts' consumers."""
 
     # The Cluster: our Metal3Cluster provisioned, core copies its endpoint.
     def cluster_ready() -> dict | None:
@@ -308,9 +372,9 @@ def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, a
     found = eventually(cluster_ready, "the Cluster's infrastructure provisioned", timeout=180)
     assert found["spec"]["controlPlaneEndpoint"] == {"host": "192.168.11.5", "port": 6443}
 
-    # The control plane's Machine and three Machines of core's, each of those on a Metal3Machine core cloned from
-    # the template; each on a host of its own, each Running on its Node; the control plane initialized.
-    all_running(api, ns, 4)
+    # The control plane's Machine and the workers' Machines of core's, each of those on a Metal3Machine core
+    # cloned from the template; each on a host of its own, each Running on its Node; the control plane initialized.
+    all_running(api, ns, workers + 1)
     eventually(lambda: condition(get(api, CORE, "clusters", ns, CLUSTER), "ControlPlaneInitialized") == "True",
                "the control plane initialized")
     for name, machine in machines(api, ns).items():
@@ -350,63 +414,25 @@ def cluster_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, a
     claimed = consumers(api, ns)
     assert sorted(claimed.values()) == sorted(m["spec"]["infrastructureRef"]["name"]
                                               for m in machines(api, ns).values())
+    return claimed
 
-    # A host's synced label removed and one added: its Node follows (the operator looks again every minute).
-    synced_host = sorted(claimed)[0]
-    api.patch_namespaced_custom_object(*BMH[:2], ns, BMH[2], synced_host, {"metadata": {"labels": {
-        f"{SYNCED}/rack": None, f"{SYNCED}/row": "a"}}})
-    node_of = {m["spec"]["providerID"]: m["status"]["nodeRef"]["name"] for m in machines(api, ns).values()}
-    synced_node = next(node for provider_id, node in node_of.items() if f"/{synced_host}/" in provider_id)
-    eventually(lambda: {k: v for k, v in nodes(workload)[synced_node].metadata.labels.items()
-                        if k.startswith(SYNCED)} == {f"{SYNCED}/row": "a"},
-               "the Node's synced labels the host's", timeout=150)
 
-    # Scale up to five workers: six hosts taken, one spare.
-    scale(api, ns, 5)
-    all_running(api, ns, 6)
-    assert len(consumers(api, ns)) == 6
-    control_plane_host = host_of(api, ns, machines(api, ns)[f"{CLUSTER}-cp-0"])
-    (spare,) = set(hosts(api, ns)) - set(consumers(api, ns))
-
-    # Down to two: core deletes three Machines, each of which waits for our Metal3Machine's finalizer - its host
-    # deprovisioned, then kept for the deployment (the template asks for node reuse): CAPM3's label, the
-    # Cluster its consumer. Core deletes their Nodes.
-    scale(api, ns, 2)
-    eventually(lambda: len(machines(api, ns)) == 3 and len(kept(api, ns)) == 3, "three hosts kept", timeout=400)
+def scaled_down(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, replicas: int, freed: int) -> None:
+    """The workers' deployment scaled down to ``replicas``, which frees ``freed`` hosts: core deletes that many
+    Machines, each of which waits for our Metal3Machine's finalizer - its host deprovisioned, then kept for the
+    deployment (the template asks for node reuse): CAPM3's label, the Cluster its consumer. Core deletes their
+    Nodes."""
+    scale(api, ns, replicas)
+    eventually(lambda: len(machines(api, ns)) == replicas + 1 and len(kept(api, ns)) == freed,
+               f"{freed} hosts kept", timeout=400)
     eventually(lambda: all(hosts(api, ns)[h]["status"]["provisioning"]["state"] == "available"
                            for h in kept(api, ns)), "the kept hosts deprovisioned", timeout=300)
-    eventually(lambda: len(nodes(workload)) == 3, "core deleted the freed machines' Nodes")
+    eventually(lambda: len(nodes(workload)) == replicas + 1, "core deleted the freed machines' Nodes")
 
-    # A rollout to a template with another image: core's new MachineSet replaces each worker, one at a time; each
-    # new machine takes a host the deployment kept (never the spare, free all along), reprovisioned with the new
-    # image.
-    template = get(api, INFRA, "metal3machinetemplates", ns, WORKERS)
-    image = {**template["spec"]["template"]["spec"]["image"], "url": NEW_IMAGE}
-    api.create_namespaced_custom_object(*INFRA, ns, "metal3machinetemplates", {
-        "apiVersion": "/".join(INFRA), "kind": "Metal3MachineTemplate",
-        "metadata": {"name": f"{WORKERS}-v2", "labels": template["metadata"].get("labels") or {}},
-        "spec": {**template["spec"], "template": {"spec": {**template["spec"]["template"]["spec"], "image": image}}}})
-    before = {name for name in machines(api, ns) if name.startswith(f"{WORKERS}-")}
-    api.patch_namespaced_custom_object(*CORE, ns, "machinedeployments", WORKERS, {"spec": {"template": {"spec": {
-        "infrastructureRef": {"apiGroup": INFRA[0], "kind": "Metal3MachineTemplate", "name": f"{WORKERS}-v2"}}}}})
 
-    def rolled() -> bool:
-        current = machines(api, ns)
-        return len(current) == 3 and not before & set(current) and all(map(running, current.values()))
-
-    eventually(rolled, "the workers rolled to the new template", timeout=600)
-    for name, machine in machines(api, ns).items():
-        host = host_of(api, ns, machine)
-        if name == f"{CLUSTER}-cp-0":
-            assert host == control_plane_host
-            continue
-        assert host != spare, (name, host)
-        assert hosts(api, ns)[host]["spec"]["image"]["url"] == NEW_IMAGE
-        assert "infrastructure.cluster.x-k8s.io/node-reuse" not in hosts(api, ns)[host]["metadata"]["labels"]
-    eventually(lambda: len(kept(api, ns)) == 3, "the old workers' hosts kept", timeout=300)
-
-    # The Cluster deleted: core deletes its MachineDeployment, Machines and Metal3Cluster; every host is
-    # available again and every address released.
+def cluster_goes(api: client.CustomObjectsApi, ns: str) -> None:
+    """The Cluster deleted: core deletes its MachineDeployment, Machines and Metal3Cluster; every host is
+    available again and every address released."""
     api.delete_namespaced_custom_object(*CORE, ns, "clusters", CLUSTER)
     eventually(lambda: get(api, CORE, "clusters", ns, CLUSTER) is None, "the Cluster gone", timeout=400)
     assert machines(api, ns) == {}
@@ -441,6 +467,14 @@ def machine_health_check(ns: str) -> dict[str, Any]:
                                                      "kind": "Metal3RemediationTemplate", "name": REMEDIATION}}}}
 
 
+def remediation_template(ns: str) -> dict[str, Any]:
+    """Our Metal3RemediationTemplate of the workers: reboot, once more if the Node is not back, then give up."""
+    return {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3RemediationTemplate",
+            "metadata": {"name": REMEDIATION, "namespace": ns},
+            "spec": {"template": {"spec": {"strategy": {
+                "type": "Reboot", "retryLimit": 1, "timeout": f"{REMEDIATION_TIMEOUT}s"}}}}}
+
+
 def test_a_health_check_reboots_unhealthy_workers_and_replaces_those_that_stay_unhealthy_in_both_modes(
         cluster_api, cluster_api_namespace, cluster_api_operator, workload, ironic):
     """Core's MachineHealthCheck makes a Metal3Remediation from our template for each worker whose Node is
@@ -462,10 +496,7 @@ def test_a_health_check_reboots_unhealthy_workers_and_replaces_those_that_stay_u
         store.create({"apiVersion": "/".join(METAL3), "kind": "HostDeployPolicy",
                       "metadata": {"name": "own-namespace", "namespace": ns},
                       "spec": {"hostClaimNamespaces": {"names": [ns]}}})
-        store.create({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3RemediationTemplate",
-                      "metadata": {"name": REMEDIATION, "namespace": ns},
-                      "spec": {"template": {"spec": {"strategy": {
-                          "type": "Reboot", "retryLimit": 1, "timeout": f"{REMEDIATION_TIMEOUT}s"}}}}})
+        store.create(remediation_template(ns))
     # A claim's tenant cannot see the host's UID: the HostClaim-mode workers' kubelet is given its providerID.
     run_cluster(cluster_api, ns, workload, ironic, {WORKERS: 1, CLAIMED: 1}, remediated,
                 provider_id=lambda meta: meta.get("providerid", "").split("/")[-1].startswith(f"{CLAIMED}-"))
@@ -477,35 +508,10 @@ def reboot_holds(obj: dict) -> list[str]:
 
 def remediated(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent) -> None:
     all_running(api, ns, 3)
-    api.create_namespaced_custom_object(*CORE, ns, "machinehealthchecks", machine_health_check(ns))
-    workers = {md: next(m for name, m in machines(api, ns).items() if name.startswith(f"{md}-"))
-               for md in (WORKERS, CLAIMED)}
-    name = {md: m["metadata"]["name"] for md, m in workers.items()}
-    node = {md: m["status"]["nodeRef"]["name"] for md, m in workers.items()}
-    host = {md: host_of(api, ns, m) for md, m in workers.items()}
-    claim = get(api, METAL3, "hostclaims", ns, workers[CLAIMED]["spec"]["infrastructureRef"]["name"])
+    worker = next(m for name, m in machines(api, ns).items() if name.startswith(f"{CLAIMED}-"))
+    claim = get(api, METAL3, "hostclaims", ns, worker["spec"]["infrastructureRef"]["name"])
     assert claim is not None and claim["spec"]["kind"] == "baremetal"
-    core_v1 = client.CoreV1Api(workload.api_client())
-    for each in node.values():
-        core_v1.patch_node(each, {"metadata": {"labels": {"example.test/team": "blue"}}})
-
-    def phase(md: str) -> str | None:
-        return ((get(api, INFRA, "metal3remediations", ns, name[md]) or {}).get("status") or {}).get("phase")
-
-    # Their kubelets fail: the health check's remediations power the hosts off and delete the Nodes.
-    agent.broken |= set(node.values())
-    eventually(lambda: phase(WORKERS) == phase(CLAIMED) == "Waiting", "both remediations waiting for the rebooted "
-               "hosts", timeout=180)
-    # The hosts power on again, kubelet with them, healthy this time: the Nodes are back with their label, and
-    # the health check deletes the remediations.
-    agent.broken.clear()
-    eventually(lambda: all(get(api, INFRA, "metal3remediations", ns, each) is None for each in name.values()),
-               "both remediations done and gone", timeout=180)
-    for md in (WORKERS, CLAIMED):
-        assert nodes(workload)[node[md]].metadata.labels.get("example.test/team") == "blue", md
-        assert running(machines(api, ns)[name[md]]), md
-        assert "capm3.metal3.io/unhealthy" not in (hosts(api, ns)[host[md]]["metadata"].get("annotations") or {})
-        assert reboot_holds(hosts(api, ns)[host[md]]) == [], md
+    name, node, host = rebooted(api, ns, workload, agent, (WORKERS, CLAIMED))
     assert reboot_holds(get(api, METAL3, "hostclaims", ns, claim["metadata"]["name"])) == []
 
     # They fail for good: rebooted, and once more (retryLimit 1), then given up - core deletes the Machines, and
@@ -524,3 +530,37 @@ def remediated(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, age
     eventually(lambda: hosts(api, ns)[host[WORKERS]]["status"]["provisioning"]["state"] == "available"
                and host[WORKERS] not in consumers(api, ns), "the unhealthy host freed", timeout=300)
     assert host[WORKERS] not in {host_of(api, ns, m) for m in machines(api, ns).values()}
+
+
+def rebooted(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, agent: NodeAgent,
+             deployments: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Core's health check of the workers made, and a worker of each of ``deployments`` whose kubelet fails for a
+    while rebooted by its remediation and back; its Machine's, Node's and host's names by deployment."""
+    api.create_namespaced_custom_object(*CORE, ns, "machinehealthchecks", machine_health_check(ns))
+    workers = {md: next(m for name, m in machines(api, ns).items() if name.startswith(f"{md}-"))
+               for md in deployments}
+    name = {md: m["metadata"]["name"] for md, m in workers.items()}
+    node = {md: m["status"]["nodeRef"]["name"] for md, m in workers.items()}
+    host = {md: host_of(api, ns, m) for md, m in workers.items()}
+    core_v1 = client.CoreV1Api(workload.api_client())
+    for each in node.values():
+        core_v1.patch_node(each, {"metadata": {"labels": {"example.test/team": "blue"}}})
+
+    def phase(md: str) -> str | None:
+        return ((get(api, INFRA, "metal3remediations", ns, name[md]) or {}).get("status") or {}).get("phase")
+
+    # Their kubelets fail: the health check's remediations power the hosts off and delete the Nodes.
+    agent.broken |= set(node.values())
+    eventually(lambda: all(phase(md) == "Waiting" for md in deployments), "the remediations waiting for the "
+               "rebooted hosts", timeout=180)
+    # The hosts power on again, kubelet with them, healthy this time: the Nodes are back with their label, and
+    # the health check deletes the remediations.
+    agent.broken.clear()
+    eventually(lambda: all(get(api, INFRA, "metal3remediations", ns, each) is None for each in name.values()),
+               "the remediations done and gone", timeout=180)
+    for md in deployments:
+        assert nodes(workload)[node[md]].metadata.labels.get("example.test/team") == "blue", md
+        assert running(machines(api, ns)[name[md]]), md
+        assert "capm3.metal3.io/unhealthy" not in (hosts(api, ns)[host[md]]["metadata"].get("annotations") or {})
+        assert reboot_holds(hosts(api, ns)[host[md]]) == [], md
+    return name, node, host
