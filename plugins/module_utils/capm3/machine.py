@@ -31,6 +31,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
     CLONED_FROM_NAME,
     CLUSTER_NAME_LABEL,
     CONTROL_PLANE_GROUP,
+    DATA_CLAIM_FINALIZER,
     HOST_ANNOTATION,
     HOST_CLAIM_ANNOTATION,
     INFRA_API,
@@ -448,7 +449,9 @@ class _Flow:
         return {"name": chosen["name"], "namespace": chosen.get("namespace") or self.ref.namespace}
 
     def _data_claim(self, template: dict[str, str]) -> Object:
-        """The Metal3DataClaim named after the Metal3Machine; once made, its template never changes."""
+        """The Metal3DataClaim named after the Metal3Machine; once made, its template never changes. Made with its
+        finalizer, as an IPClaim is: an operator that adds a watch's finalizer itself (the Ansible Operator, with an
+        update from its cache) then has none to add while this run still writes the claim."""
         existing = self.store.get_if_exists(Ref(INFRA_API, "Metal3DataClaim", self.ref.name, self.ref.namespace))
         if existing is not None:
             if not controlled_by(existing, self.m3m):
@@ -458,6 +461,7 @@ class _Flow:
         labels = {CLUSTER_NAME_LABEL: self.cluster["metadata"]["name"]} if self.cluster else {}
         claim = {"apiVersion": INFRA_API, "kind": "Metal3DataClaim",
                  "metadata": {"name": self.ref.name, "namespace": self.ref.namespace, "labels": labels,
+                              "finalizers": [DATA_CLAIM_FINALIZER],
                               "ownerReferences": [owner_reference(self.m3m, controller=True)]},
                  "spec": {"template": template}}
         self.changed = True

@@ -8,7 +8,11 @@ import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3 import data
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.cluster import reconcile_metal3cluster
-from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import INFRA_API, PAUSED_ANNOTATION
+from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common import (
+    DATA_CLAIM_FINALIZER,
+    INFRA_API,
+    PAUSED_ANNOTATION,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.data import reconcile_data_claim
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machine import reconcile_metal3machine
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.machines import spread
@@ -221,6 +225,34 @@ def test_a_paused_machine_is_left_alone(store):
     before = store.get(ref)
     step = reconcile_metal3machine(store, ref)
     assert step.phase == "paused" and store.get(ref) == before
+
+
+def test_a_machine_makes_its_data_claim_with_the_claim_s_finalizer(store, monkeypatch):
+    """Made with it, as an IPClaim is: the Ansible Operator adds a watch's finalizer with an update from its cache,
+    which conflicted with the machine's run writing the claim meanwhile (a failed reconcile, retried)."""
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
+                  "spec": {}})
+    host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+                         "metadata": {"name": "h", "namespace": NS},
+                         "spec": {"online": False, "bmc": {"address": "fake://h", "credentialsName": "h-bmc"}}})
+    store.update_status({**host, "status": {"provisioning": {"state": "available"}}})
+    store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {"name": "m", "namespace": NS},
+                  "spec": {"image": {"url": "http://images.example/os.qcow2", "checksum": "0" * 64,
+                                     "checksumType": "sha256", "diskFormat": "qcow2"},
+                           "dataTemplate": {"name": "net"}}})
+    created = []
+    create = store.create
+
+    def recorded(obj, *args, **kwargs):
+        created.append(obj)
+        return create(obj, *args, **kwargs)
+
+    monkeypatch.setattr(store, "create", recorded)
+    reconcile_metal3machine(store, Ref(INFRA_API, "Metal3Machine", "m", NS))
+    claim = next(obj for obj in created if obj["kind"] == "Metal3DataClaim")
+    assert claim["metadata"]["finalizers"] == [DATA_CLAIM_FINALIZER]
+    made = store.get(Ref(INFRA_API, "Metal3DataClaim", "m", NS))
+    assert made["metadata"]["finalizers"] == [DATA_CLAIM_FINALIZER]
 
 
 def test_a_cluster_is_ready_with_its_endpoint_and_publishes_its_failure_domains(store):
