@@ -41,6 +41,7 @@ from tests.operator.test_operator_under_cluster_api import (
     NEW_IMAGE,
     SYNCED,
     Ledger,
+    cluster_goes,
     condition,
     explained,
     get,
@@ -56,7 +57,6 @@ from tests.operator.test_operator_under_kubeadm_control_plane import (
     FAR_EXPIRY,
     KUBEADM_CONFIG_SPEC,
     SKIP_ADDONS,
-    cluster_goes,
     control_plane_certificates,
     with_control_plane,
 )
@@ -140,6 +140,7 @@ def test_upstreams_cluster_class_makes_a_topology_managed_cluster_that_runs_roll
         topology_runs(api, ns, workload, image, endpoint)
         control_plane_rolls(api, ns, image)
         cluster_goes(api, ns, CLUSTER)
+        assert listed(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns) == []
         eventually(lambda: owned(api, INFRA, "metal3machinetemplates", ns) == [], "the topology's template clones gone")
     assert agent.errors == []
     assert ledger.twice == [], ledger.twice

@@ -36,9 +36,9 @@ from tests.operator.test_operator_under_cluster_api import (
     CLUSTER,
     CORE,
     INFRA,
-    IPAM,
     Ledger,
     cluster,
+    cluster_goes,
     condition,
     consumers,
     explained,
@@ -162,6 +162,7 @@ def test_a_kubeadm_control_plane_of_three_runs_on_our_hosts_is_available_then_th
         control_plane_runs(api, ns, workload, agent)
         assert pace.most_pending == 1 and pace.looks > 10, (pace.most_pending, pace.looks)
         cluster_goes(api, ns)
+        assert listed(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns) == []
     assert agent.errors == []
     assert ledger.twice == [], ledger.twice
     assert ledger.looks > 10  # it watched
@@ -220,22 +221,3 @@ def control_plane_runs(api: client.CustomObjectsApi, ns: str, workload: KubeClus
                                                          for m in machines(api, ns).values())
     pods = client.CoreV1Api(workload.api_client()).list_namespaced_pod("kube-system").items
     assert len([p for p in pods if p.metadata.labels.get("component") in STATIC_PODS]) == 3 * REPLICAS
-
-
-def cluster_goes(api: client.CustomObjectsApi, ns: str, cluster: str = CLUSTER) -> None:
-    # The Cluster deleted: KCP and core delete the Machines and the Metal3Cluster; every host is available again
-    # and every address released.
-    api.delete_namespaced_custom_object(*CORE, ns, "clusters", cluster)
-    eventually(lambda: get(api, CORE, "clusters", ns, cluster) is None, "the Cluster gone", timeout=600)
-    assert machines(api, ns) == {}
-    assert listed(api, INFRA, "metal3machines", ns) == []
-    assert listed(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns) == []
-    assert listed(api, INFRA, "metal3clusters", ns) == []
-
-    def all_available() -> bool:
-        states = {h["status"]["provisioning"]["state"] for h in hosts(api, ns).values()}
-        return consumers(api, ns) == {} and states == {"available"}
-
-    eventually(all_available, "every host available", timeout=300)
-    assert listed(api, IPAM, "ipaddresses", ns) == []
-    assert listed(api, IPAM, "ipclaims", ns) == []
