@@ -207,11 +207,15 @@ def topology_runs(api: client.CustomObjectsApi, ns: str, workload: KubeCluster, 
         kcps = owned(api, CONTROL_PLANE_API, "kubeadmcontrolplanes", ns)
         status = (kcps[0].get("status") or {}) if kcps else {}
         replicas = {status.get(kind) for kind in ("readyReplicas", "availableReplicas", "upToDateReplicas")}
-        return kcps[0] if condition(kcps[0] if kcps else None, "Available") == "True" and replicas == {3} else None
+        ready = kcps and condition(kcps[0], "Available") == "True" and replicas == {CONTROL_PLANE_REPLICAS}
+        return kcps[0] if ready else None
+
+    def cluster_available() -> dict | None:
+        found = get(api, CORE, "clusters", ns, CLUSTER)
+        return found if condition(found, "Available") == "True" else None
 
     eventually(available, "the KubeadmControlPlane Available", timeout=300)
-    cluster = eventually(lambda: (lambda c: c if condition(c, "Available") == "True" else None)(
-        get(api, CORE, "clusters", ns, CLUSTER)), "the Cluster Available", timeout=180)
+    cluster = eventually(cluster_available, "the Cluster Available", timeout=180)
     assert condition(cluster, "TopologyReconciled") == "True"
     assert cluster["spec"]["infrastructureRef"]["name"] == metal3_cluster["metadata"]["name"]
 
