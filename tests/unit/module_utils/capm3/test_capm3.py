@@ -227,11 +227,10 @@ def test_a_paused_machine_is_left_alone(store):
     assert step.phase == "paused" and store.get(ref) == before
 
 
-def test_a_machine_makes_its_data_claim_with_the_claim_s_finalizer(store, monkeypatch):
-    """Made with it, as an IPClaim is: the Ansible Operator adds a watch's finalizer with an update from its cache,
-    which conflicted with the machine's run writing the claim meanwhile (a failed reconcile, retried)."""
+def machine_on_a_free_host(store, template_spec: dict) -> None:
+    """A Metal3Machine ``m`` of the Metal3DataTemplate ``net`` (of ``template_spec``), and an available host ``h``."""
     store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
-                  "spec": {}})
+                  "spec": template_spec})
     host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
                          "metadata": {"name": "h", "namespace": NS},
                          "spec": {"online": False, "bmc": {"address": "fake://h", "credentialsName": "h-bmc"}}})
@@ -240,6 +239,12 @@ def test_a_machine_makes_its_data_claim_with_the_claim_s_finalizer(store, monkey
                   "spec": {"image": {"url": "http://images.example/os.qcow2", "checksum": "0" * 64,
                                      "checksumType": "sha256", "diskFormat": "qcow2"},
                            "dataTemplate": {"name": "net"}}})
+
+
+def test_a_machine_makes_its_data_claim_with_the_claim_s_finalizer(store, monkeypatch):
+    """Made with it, as an IPClaim is: the Ansible Operator adds a watch's finalizer with an update from its cache,
+    which conflicted with the machine's run writing the claim meanwhile (a failed reconcile, retried)."""
+    machine_on_a_free_host(store, {})
     created = []
     create = store.create
 
@@ -320,16 +325,7 @@ MACHINE_NETWORK_DATA = [
 @pytest.mark.xdist_group("virtual-lab")
 @pytest.mark.parametrize(("template_spec", "network_data"), MACHINE_NETWORK_DATA)
 def test_a_template_without_network_data_gives_the_host_none(store, tmp_path, template_spec, network_data):
-    store.create({"apiVersion": INFRA_API, "kind": "Metal3DataTemplate", "metadata": {"name": "net", "namespace": NS},
-                  "spec": template_spec})
-    host = store.create({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
-                         "metadata": {"name": "h", "namespace": NS},
-                         "spec": {"online": False, "bmc": {"address": "fake://h", "credentialsName": "h-bmc"}}})
-    store.update_status({**host, "status": {"provisioning": {"state": "available"}}})
-    store.create({"apiVersion": INFRA_API, "kind": "Metal3Machine", "metadata": {"name": "m", "namespace": NS},
-                  "spec": {"image": {"url": "http://images.example/os.qcow2", "checksum": "0" * 64,
-                                     "checksumType": "sha256", "diskFormat": "qcow2"},
-                           "dataTemplate": {"name": "net"}}})
+    machine_on_a_free_host(store, template_spec)
     step = reconcile_metal3machine(store, Ref(INFRA_API, "Metal3Machine", "m", NS))
     assert step.phase == "provisioning", step.message  # rendered, and handed to the host
     data = store.get(Ref(INFRA_API, "Metal3Data", "net-0", NS))
