@@ -74,14 +74,9 @@ def eventually(check: Callable[[], T], timeout: float = 30.0, interval: float = 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The two longest groups first, each on one worker (``--dist loadgroup``): the virtual lab's tests, which hold
-    the one lab a machine has, and the scenarios under Cluster API's managers, which then start those managers
-    once and never run two at a time (two at once on two cores took twice as long each). The other tests share
-    the workers meanwhile instead of waiting for either."""
+    """The virtual lab's tests first and on one worker (``--dist loadgroup``): they take the longest and hold the
+    one lab a machine has, so the other worker runs everything else meanwhile instead of waiting for the lab."""
     for item in items:
         if item.get_closest_marker("virtual_lab"):
             item.add_marker(pytest.mark.xdist_group("virtual-lab"))
-        elif "cluster_api" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("cluster-api"))
-    items.sort(key=lambda item: (item.get_closest_marker("virtual_lab") is None,
-                                 "cluster_api" not in getattr(item, "fixturenames", ())))
+    items.sort(key=lambda item: item.get_closest_marker("virtual_lab") is None)
