@@ -10,6 +10,7 @@ import json
 import socket
 import sqlite3
 import urllib.request
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,18 @@ from tests.integration.playbook_runs import REPO, ansible_playbook
 LAB = REPO / "build" / "ironic-lab"
 VENV = REPO / "build" / "ironic-venv"
 HARNESS_PLAYBOOK = Path(__file__).resolve().parent / "lab.yml"
+
+
+# Redfish BIOS and firmware steps looked at every 2 s (Ironic waits 60 s between looks, and a minute more after a
+# firmware update), and a step that never ends failed after 5 minutes instead of 30.
+STEPS_POLLED_OFTEN = {
+    "redfish": {"firmware_update_status_interval": 2, "firmware_update_fail_interval": 2,
+                "firmware_update_validation_interval": 1, "firmware_update_required_successes": 1,
+                "firmware_update_reboot_delay": 5},
+    "conductor": {"clean_callback_timeout": 300, "service_callback_timeout": 300},
+}
+# Ansible's to_uuid: the UUID the redfish_emulator role gives a system, from its name.
+ANSIBLE_UUID_NAMESPACE = uuid.UUID("361e6d51-faec-444a-9079-341386da8e2e")
 
 
 @contextmanager
@@ -84,7 +97,7 @@ class Ironic:
         return {"ironic_base_dir": str(self.base_dir), "ironic_venv": str(VENV), "ironic_api_port": self.port,
                 "ironic_http_port": self.http_port, "ironic_clouds_yaml": str(self.clouds_yaml),
                 "ironic_supervisor": "process", "ironic_redfish_connection_attempts": 1,
-                "ironic_redfish_connection_retry_interval": 1}
+                "ironic_redfish_connection_retry_interval": 1, "ironic_config_overrides": STEPS_POLLED_OFTEN}
 
 
 @dataclass
@@ -96,6 +109,7 @@ class RedfishEmulator:
     password: str = "Emul4tor-BMC-pw-7f3a"
     prefix: str = "node"
     mac_prefix: str = "00:5c:52:31:3b"
+    driver: str = "fake"  # or libvirt: sushy-tools' libvirt driver on libvirt's test hypervisor (BIOS, firmware)
 
     def start(self) -> None:
         with installing():
@@ -108,14 +122,22 @@ class RedfishEmulator:
                                             **self._vars()})
 
     def address(self, name: str, scheme: str = "redfish+http") -> str:
-        """The BMC address of system ``name`` (sushy-tools finds a fake system by name as well as by UUID)."""
-        return f"{scheme}://127.0.0.1:{self.port}/redfish/v1/Systems/{name}"
+        """The BMC address of system ``name``: by name on the fake driver, which finds a system by name as well as
+        by UUID; by UUID on the libvirt driver, which redirects a name to it."""
+        system = name if self.driver == "fake" else self.uuid(name)
+        return f"{scheme}://127.0.0.1:{self.port}/redfish/v1/Systems/{system}"
+
+    @staticmethod
+    def uuid(name: str) -> str:
+        return str(uuid.uuid5(ANSIBLE_UUID_NAMESPACE, name))
 
     def mac(self, index: int) -> str:
         return f"{self.mac_prefix}:{index:02x}"
 
-    def system(self, name: str) -> dict[str, Any]:
-        return self._get(f"/redfish/v1/Systems/{name}")
+    def system(self, name: str, resource: str = "") -> dict[str, Any]:
+        """System ``name`` (by name or UUID) as Redfish shows it, or one of its resources (``BIOS``)."""
+        system = name if self.driver == "fake" else self.uuid(name)
+        return self._get(f"/redfish/v1/Systems/{system}" + (f"/{resource}" if resource else ""))
 
     def _get(self, path: str) -> dict[str, Any]:
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
@@ -129,4 +151,5 @@ class RedfishEmulator:
         return {"redfish_emulator_base_dir": str(self.base_dir), "redfish_emulator_venv": str(VENV),
                 "redfish_emulator_port": self.port, "redfish_emulator_systems": self.systems,
                 "redfish_emulator_username": self.username, "redfish_emulator_password": self.password,
-                "redfish_emulator_name_prefix": self.prefix, "redfish_emulator_mac_prefix": self.mac_prefix}
+                "redfish_emulator_name_prefix": self.prefix, "redfish_emulator_mac_prefix": self.mac_prefix,
+                "redfish_emulator_driver": self.driver}
