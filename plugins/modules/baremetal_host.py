@@ -131,6 +131,13 @@ hosts:
     message:
       description: What the last step did.
       type: str
+    waits_on:
+      description:
+        - The objects whose change may let the host go on (its HostFirmwareSettings, while it is available or waits
+          for them to be validated), in the form M(metal3.baremetal.requeue_after) takes as
+          O(metal3.baremetal.requeue_after#module:wait_on).
+      type: list
+      elements: dict
 host:
   description: The BareMetalHost object after the last step, when O(name) was given and it exists.
   returned: when O(name) is set

@@ -11,7 +11,7 @@ machine and the Ironic implementation stand on it without importing each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 POLL = 0.5  # seconds between looks at an operation under way
 DELAYED = 5.0  # seconds before asking again for a provisioning slot
@@ -49,6 +49,22 @@ class Inspection(ProvisionResult):
 class Power(ProvisionResult):
     powered_on: bool = False  # as the back end last saw the host
     rebooted: bool = False  # the reboot asked for was started
+
+
+@dataclass(frozen=True)
+class FirmwareSettings(ProvisionResult):
+    """The host's firmware (BIOS) settings as its BMC last reported them, and what each one allows."""
+
+    settings: dict[str, str] = field(default_factory=dict)  # name -> current value
+    # name -> its FirmwareSchema entry (attribute_type, allowable_values, lower_bound, upper_bound, min_length,
+    # max_length, read_only, unique), upstream's field names
+    schema: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def settings_changes(desired: Mapping[str, int | str], current: Mapping[str, str]) -> dict[str, int | str]:
+    """The firmware settings of ``desired`` whose value is not the current one, compared as text, as upstream
+    compares them."""
+    return {name: value for name, value in desired.items() if current.get(name) != str(value)}
 
 
 @dataclass(frozen=True)
@@ -92,8 +108,13 @@ class Provisioner(Protocol):
     def inspect(self, refresh: bool) -> Inspection:
         """Inspect the hardware once (again when ``refresh``); done with the details once inspected."""
 
-    def prepare(self) -> ProvisionResult:
-        """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped)."""
+    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
+        """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped), with
+        ``firmware_settings`` (a HostFirmwareSettings' spec.settings) applied: those that differ from the host's
+        current ones, which the provisioner reads itself."""
+
+    def firmware_settings(self) -> FirmwareSettings:
+        """The host's current firmware settings and their schema (none before it is registered)."""
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         """Deploy ``host.image`` (or its custom deploy); an image that already failed is not tried again."""

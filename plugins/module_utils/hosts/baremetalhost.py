@@ -15,6 +15,7 @@ recovers once the cause is gone.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
+    AlreadyExists,
     BadRequest,
     Conflict,
     Invalid,
@@ -33,6 +35,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     Ref,
     check_name,
     now,
+    owner_reference,
     secret_values,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
@@ -44,9 +47,11 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     Provisioner,
     ProvisionerFactory,
     ProvisionResult,
+    settings_changes,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
@@ -99,6 +104,8 @@ POWER_MANAGEMENT_ERROR = "power management error"
 DETACH_ERROR = "detach error"
 
 BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
+FIRMWARE_SETTINGS_WAIT = 60.0  # upstream's subResourceNotReadyRetryDelay
+FIRMWARE_SETTINGS_RECHECK = 600.0  # an available host with a HostFirmwareSettings looks at it again
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 
 
@@ -113,6 +120,12 @@ class HostStep(Result):
 
     state: str = NONE
     before: str | None = None  # the state the host was in before this step; None: not found
+    resting: bool = False  # nothing is under way: requeue_after, if any, is only a look again after a while
+
+    @property
+    def settled(self) -> bool:
+        """Nothing is left to do until something changes."""
+        return self.requeue_after is None or self.resting
 
     @property
     def error(self) -> str:
@@ -128,7 +141,7 @@ class HostStep(Result):
                 "error_type": status.get("errorType", ""), "error_message": status.get("errorMessage", ""),
                 "error_count": status.get("errorCount", 0), "powered_on": status.get("poweredOn", False),
                 "node": (status.get("provisioning") or {}).get("ID", ""), "requeue_after": self.requeue_after,
-                "message": self.message}
+                "message": self.message, "waits_on": self.wait_targets()}
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,7 @@ class Action:
 
     requeue_after: float | None = None  # None: nothing to do until the host changes
     go_on: bool = False
+    resting: bool = False  # with requeue_after: nothing is under way, the host only looks again after a while
 
 
 GO_ON = Action(0.0, go_on=True)  # a transition that needs no waiting: the next handler runs in this step
@@ -190,11 +204,11 @@ def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], t
 
     def verdict(step: HostStep) -> bool | None:
         # A stable state counts once nothing is left to do in it (the power to apply, say).
-        reached = (step.state in targets and (step.requeue_after is None or step.state not in STABLE_STATES)
-                   or "settled" in targets and step.requeue_after is None)
+        reached = (step.state in targets and (step.settled or step.state not in STABLE_STATES)
+                   or "settled" in targets and step.settled)
         if step.obj is None and "deleted" in targets:
             return True
-        if reached and not step.error or step.requeue_after is None or step.obj is None:
+        if reached and not step.error or step.settled or step.obj is None:
             return reached and not step.error
         return None
 
@@ -246,6 +260,7 @@ class _Reconcile:
         self._provisioner: Provisioner | None = None
         self._data: tuple[HostData, dict[str, Any]] | None = None
         self._after_write: list[str] = []  # annotations to remove once the status write that needs it is made
+        self.waits_on: list[Ref] = []  # what may let the host go on when it changes (its HostFirmwareSettings)
 
     # -- the frame ------------------------------------------------------------------------------------
     @property
@@ -282,7 +297,8 @@ class _Reconcile:
         requeue_after = action.requeue_after
         if not self._write_status() and requeue_after is None:
             requeue_after = POLL  # the step's decisions were not recorded: take them again
-        return HostStep(self.host, self.changed, requeue_after, self.message, state=self.state)
+        return HostStep(self.host, self.changed, requeue_after, self.message, self.waits_on, state=self.state,
+                        resting=action.resting and requeue_after == action.requeue_after)
 
     def _status_from_annotation(self) -> HostStep:
         """A moved host: its status is the annotation's when it has none of its own (a host is never written a
@@ -533,6 +549,32 @@ class _Reconcile:
         self._healthy()
         return REST
 
+    # -- the host's firmware kinds ------------------------------------------------------------------------------
+    def _settings_ref(self) -> Ref:
+        return Ref(firmware.API, firmware.SETTINGS_KIND, self.ref.name, self.ref.namespace)
+
+    def _firmware_settings(self) -> Object | None:
+        return self.store.get_if_exists(self._settings_ref())
+
+    def _ensure_firmware_settings(self) -> None:
+        """A registered host has a HostFirmwareSettings of its name, owned by it; one made before the host (by a
+        user, as upstream allows) is adopted: the host becomes its owner too."""
+        settings = self._firmware_settings()
+        if settings is None:
+            with contextlib.suppress(AlreadyExists):  # made meanwhile: adopted at the next registration
+                self.store.create(firmware.new_settings(self.host), dry_run=self.dry_run)
+            return
+        owners = settings["metadata"].get("ownerReferences") or []
+        if not any(o.get("uid") == self.host["metadata"]["uid"] for o in owners):
+            self.store.patch(self._settings_ref(), {"metadata": {"ownerReferences": [
+                *owners, owner_reference(self.host)]}}, dry_run=self.dry_run)
+
+    def _wait_for_firmware_settings(self) -> Action:
+        """Upstream's wait for a HostFirmwareSettings whose reconcile has not judged its current spec yet."""
+        self.message = f"waiting for {self._settings_ref()} to be read and validated"
+        self.waits_on.append(self._settings_ref())
+        return Action(FIRMWARE_SETTINGS_WAIT)
+
     # -- the states ----------------------------------------------------------------------------------------
     def _unmanaged(self) -> Action:
         if not (self.spec.get("bmc") or cast("BareMetalHostSpecBmc", {})).get("address"):
@@ -547,6 +589,7 @@ class _Reconcile:
         waiting = self._register()
         if waiting is not None:
             return waiting
+        self._ensure_firmware_settings()
         if self.spec.get("externallyProvisioned"):
             return self._advance(EXTERNALLY_PROVISIONED)
         if self._inspection_disabled():
@@ -595,7 +638,13 @@ class _Reconcile:
         return self._advance(PREPARING, "inspected")
 
     def _preparing(self) -> Action:
-        waiting = self._register() or self._check(self.provisioner.prepare(), PREPARATION_ERROR)
+        waiting = self._register()
+        if waiting is not None:
+            return waiting
+        settings = firmware.pending_settings(self._firmware_settings())
+        if settings is None:
+            return self._wait_for_firmware_settings()
+        waiting = self._check(self.provisioner.prepare(settings), PREPARATION_ERROR)
         if waiting is not None:
             return waiting
         provisioning = self.status["provisioning"]
@@ -612,6 +661,13 @@ class _Reconcile:
             return self._advance(INSPECTING, "inspection requested")
         if self.spec.get("externallyProvisioned"):
             return self._advance(EXTERNALLY_PROVISIONED)
+        settings = firmware.pending_settings(self._firmware_settings())
+        if settings is None:
+            return self._wait_for_firmware_settings()
+        # Against the host's settings as the provisioner has them now: the HostFirmwareSettings' status may not
+        # show the change a cleaning just applied yet.
+        if settings and settings_changes(settings, self.provisioner.firmware_settings().settings):
+            return self._advance(PREPARING, "firmware settings to apply")
         if self._wants_image():
             capacity = self.provisioner.has_capacity()
             if not capacity.granted:
@@ -620,7 +676,14 @@ class _Reconcile:
                 return Action(DELAYED)
             self._history("provision", "start", force=True)
             return self._advance(PROVISIONING)
-        return self._power()
+        action = self._power()
+        if action == REST and self._firmware_settings() is not None:
+            # A change of its settings is applied while the host is available: it is woken when they change (the
+            # collection's operator by this wait, the Ansible Operator by its watch of what a role made), and
+            # looks again after a while in any case, as upstream's available hosts do every minute.
+            self.waits_on.append(self._settings_ref())
+            return Action(FIRMWARE_SETTINGS_RECHECK, resting=True)
+        return action
 
     def _provisioning(self) -> Action:
         waiting = self._register()

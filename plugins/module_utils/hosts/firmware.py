@@ -23,7 +23,15 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping, Sequence
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, owner_reference
+
 Problem = tuple[str, str]  # (the setting's name or the field, upstream's text)
+
+API = "metal3.io/v1alpha1"
+SETTINGS_KIND = "HostFirmwareSettings"
+SCHEMA_KIND = "FirmwareSchema"
+# HostFirmwareSettings' conditions, upstream's: the spec fits the schema; the spec differs from the host's settings.
+VALID, CHANGE_DETECTED = "Valid", "ChangeDetected"
 
 # The components upstream lets an update name, besides "nic:<id>".
 UPDATE_COMPONENTS = ("bmc", "bios")
@@ -142,3 +150,34 @@ def component_problems(updates: Sequence[Mapping[str, Any]]) -> Iterator[Problem
             yield f"spec.updates[{index}].component", (
                 f"component {component} is invalid, only 'bmc', 'bios', or names starting with "
                 f"'{NIC_COMPONENT_PREFIX}' are allowed as update names")
+
+
+def new_settings(host: Object) -> Object:
+    """The HostFirmwareSettings a registered host gets, as upstream's host controller makes it: the host's name,
+    owned by the host (deleted with it), asking for nothing."""
+    metadata = host["metadata"]
+    return {"apiVersion": API, "kind": SETTINGS_KIND,
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"],
+                         "ownerReferences": [owner_reference(host)]},
+            "spec": {"settings": {}}}
+
+
+def pending_settings(settings: Object | None) -> dict[str, int | str] | None:
+    """The settings a HostFirmwareSettings asks for, once its reconcile found them valid and not yet the host's
+    (upstream's hostObjectHasChanges): {} when there is nothing to apply; None while its reconcile has not looked
+    at its current spec yet, or has not read the host's settings - wait for it."""
+    if settings is None:
+        return {}
+    status = settings.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    changed = conditions.get(CHANGE_DETECTED)
+    if changed is None:
+        return {}
+    if changed.get("observedGeneration") != settings["metadata"].get("generation"):
+        return None
+    if (conditions.get(VALID) or {}).get("status") != "True" or changed.get("status") != "True":
+        return {}
+    if not status.get("settings"):
+        return None
+    return dict((settings.get("spec") or {}).get("settings") or {})
+

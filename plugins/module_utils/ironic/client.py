@@ -229,6 +229,11 @@ class Ironic:
         self._call(f"put node {node['name']} in maintenance", "set_node_maintenance", node["id"],
                    reason)
 
+    def clear_maintenance(self, node: Node) -> None:
+        if self.dry_run:
+            return
+        self._call(f"take node {node['name']} out of maintenance", "unset_node_maintenance", node["id"])
+
     def delete_node(self, node: Node) -> None:
         if self.dry_run:
             return
@@ -249,16 +254,33 @@ class Ironic:
         finished: str | None = self._unmapped_field(node, "inspection_finished_at", "1.8")
         return finished
 
+    def bios_settings(self, node: Node) -> list[dict[str, Any]]:
+        """The node's BIOS settings as Ironic last read them from the BMC, each with its registry entry
+        (attribute_type, allowable_values, bounds, lengths, read_only, reset_required): [] when its BIOS
+        interface has none. Ironic reads them when a node becomes manageable and around cleaning and servicing.
+
+        openstacksdk has no BIOS calls, so they are read from the API (1.74 gives the registry entries).
+        """
+        listing = self._read_node(node, "/bios", {"detail": "True"}, "1.74",
+                                  f"the BIOS settings of node {node['name']}") or {}
+        settings: list[dict[str, Any]] = listing.get("bios") or []
+        return settings
+
     def _unmapped_field(self, node: Node, field: str, microversion: str) -> Any:
         """One node field openstacksdk does not map, read from the API; None when the node is gone."""
-        response = self._call(f"read node {node['name']}", "get", f"/nodes/{node['id']}",
-                              params={"fields": field}, microversion=microversion)
+        return (self._read_node(node, "", {"fields": field}, microversion, f"node {node['name']}") or {}).get(field)
+
+    def _read_node(self, node: Node, path: str, params: dict[str, str], microversion: str,
+                   what: str) -> dict[str, Any] | None:
+        """GET /nodes/<id><path> at ``microversion`` (``what`` it reads, for errors); None when the node is gone."""
+        what = f"read {what}"
+        response = self._call(what, "get", f"/nodes/{node['id']}{path}", params=params, microversion=microversion)
         if response is None or response.status_code == 404:
             return None
         if response.status_code >= 400:
-            raise IronicRefused(f"Ironic refused to read node {node['name']}: {response.text.strip()[:200]}",
-                                response.status_code)
-        return response.json().get(field)
+            raise IronicRefused(f"Ironic refused to {what}: {response.text.strip()[:200]}", response.status_code)
+        body: dict[str, Any] = response.json()
+        return body
 
     def take_provisioning_slot(self, limit: int) -> tuple[bool, int]:
         """Whether one more node may start inspecting, cleaning, deploying or undeploying (and the busy count).

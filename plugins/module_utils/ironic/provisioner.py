@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, IronicRejected
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     DELAYED,
     POLL,
     Capacity,
+    FirmwareSettings,
     HostData,
     Inspection,
     Power,
     ProvisionerFactory,
     ProvisionResult,
     Registration,
+    settings_changes,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import (
     HIDDEN,
@@ -56,6 +58,9 @@ DEPLOYED = ("active", "deploy failed", "wait call-back", "adopt failed")
 # Node states Ironic deletes a node from without maintenance mode.
 DELETABLE = ("available", "manageable", "enroll", "adopt failed", "inspect failed", "clean failed")
 DETACHABLE = ("available", "manageable", "enroll")
+# What a FirmwareSchema keeps of each of Ironic's BIOS registry entries (upstream's SettingSchema fields).
+SCHEMA_FIELDS = ("attribute_type", "allowable_values", "lower_bound", "upper_bound", "min_length", "max_length",
+                 "read_only", "unique")
 
 R = TypeVar("R", bound=ProvisionResult)
 
@@ -186,10 +191,10 @@ class IronicProvisioner:
         return Inspection(dirty=True, requeue_after=POLL, started=True, message="inspecting")
 
     @_answers(ProvisionResult)
-    def prepare(self) -> ProvisionResult:
+    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
         node = self._registered()
         state = node["provision_state"]
-        if state == "inspecting":
+        if state in ("inspecting", "cleaning", "clean wait"):
             return _busy()
         if state == "inspect wait":
             self.ironic.set_provision_state(node, "abort")
@@ -197,7 +202,28 @@ class IronicProvisioner:
         if state == "inspect failed":  # Ironic may leave target_provision_state set here: manage clears it
             self.ironic.set_provision_state(node, "manage")
             return _busy("taking the node back to manageable")
+        if state == "clean failed":
+            # Ironic leaves a node whose step failed in maintenance, and manage refuses it there: both, so that the
+            # next attempt starts from manageable; the failure is the host's to record.
+            if node["maintenance"]:
+                self.ironic.clear_maintenance(node)
+            self.ironic.set_provision_state(node, "manage")
+            return ProvisionResult(error=node["last_error"] or "manual cleaning failed")
+        # What differs from the settings Ironic read from the BMC (at the end of the last cleaning, among others):
+        # not from the HostFirmwareSettings' status, which is written later and may lag behind.
+        changes = settings_changes(firmware_settings, self._current_settings(node)) if firmware_settings else {}
+        if state == "manageable" and changes:
+            self.ironic.set_provision_state(node, "clean", clean_steps=[bios_step(changes)])
+            return _busy(f"applying the firmware settings {', '.join(sorted(changes))}")
         return ProvisionResult()
+
+    @_answers(FirmwareSettings)
+    def firmware_settings(self) -> FirmwareSettings:
+        settings, schema = bios_settings(self.ironic.bios_settings(self._registered()))
+        return FirmwareSettings(settings=settings, schema=schema)
+
+    def _current_settings(self, node: Node) -> dict[str, str]:
+        return bios_settings(self.ironic.bios_settings(node))[0]
 
     # -- provisioning --------------------------------------------------------------------------------------
     @_answers(ProvisionResult)
@@ -380,6 +406,25 @@ _NETWORK_DATA_REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
               "vlan": ("id", "vlan_mac_address", "vlan_link", "vlan_id")},
     "networks": {"": ("id", "link", "network_id")},
 }
+
+
+def bios_settings(entries: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """Ironic's BIOS settings (with their registry entries) as a HostFirmwareSettings' settings, name to value, and
+    a FirmwareSchema's entries, name to what it allows."""
+    settings: dict[str, str] = {}
+    schema: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        value = entry.get("value")
+        settings[entry["name"]] = "" if value is None else str(value)
+        schema[entry["name"]] = {field: entry[field] for field in SCHEMA_FIELDS if entry.get(field) is not None}
+    return settings, schema
+
+
+def bios_step(changes: Mapping[str, int | str]) -> dict[str, Any]:
+    """The step that applies firmware settings, as upstream sends it: an int stays an int, anything else is text."""
+    return {"interface": "bios", "step": "apply_configuration",
+            "args": {"settings": [{"name": name, "value": value if isinstance(value, int) else str(value)}
+                                  for name, value in sorted(changes.items())]}}
 
 
 def network_data_gaps(network_data: dict[str, Any]) -> str:

@@ -74,10 +74,13 @@ def release_finalized(store: Store, ref: Ref, uid: str | None, finalizer: str, d
 
 
 def set_condition(conditions: list[dict[str, Any]] | None, type_: str, status: bool | str, reason: str = "",
-                  message: str = "") -> list[dict[str, Any]]:
-    """``conditions`` with the one of ``type_`` set; lastTransitionTime moves only when it changes."""
+                  message: str = "", observed_generation: int | None = None) -> list[dict[str, Any]]:
+    """``conditions`` with the one of ``type_`` set; lastTransitionTime moves only when it changes.
+    ``observed_generation``: the generation of the object the condition judged (metav1.Condition's field)."""
     value = status if isinstance(status, str) else ("True" if status else "False")
     condition: dict[str, Any] = {"type": type_, "status": value, "reason": reason, "message": message}
+    if observed_generation is not None:
+        condition["observedGeneration"] = observed_generation
     previous = next((c for c in conditions or [] if c.get("type") == type_), {})
     same = all(previous.get(key) == condition[key] for key in ("status", "reason", "message"))
     condition["lastTransitionTime"] = previous.get("lastTransitionTime") if same else now()

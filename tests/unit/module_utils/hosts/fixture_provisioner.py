@@ -3,10 +3,11 @@ told to (done, by default) and is recorded, so that state-machine tests need no 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     Capacity,
+    FirmwareSettings,
     HostData,
     Inspection,
     Power,
@@ -27,6 +28,7 @@ class Answers:
     creates: bool = False
     inspect: Inspection = field(default_factory=lambda: Inspection(hardware=HARDWARE))
     prepare: ProvisionResult = field(default_factory=ProvisionResult)
+    firmware_settings: FirmwareSettings = field(default_factory=FirmwareSettings)
     provision: ProvisionResult = field(default_factory=ProvisionResult)
     adopt: ProvisionResult = field(default_factory=ProvisionResult)
     deprovision: ProvisionResult = field(default_factory=ProvisionResult)
@@ -59,9 +61,13 @@ class FixtureProvisioner:
         self.calls.append("inspect" + (" (refresh)" if refresh else ""))
         return self.answers.inspect
 
-    def prepare(self) -> ProvisionResult:
-        self.calls.append("prepare")
+    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
+        self.calls.append("prepare" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else ""))
         return self.answers.prepare
+
+    def firmware_settings(self) -> FirmwareSettings:
+        self.calls.append("firmware_settings")
+        return self.answers.firmware_settings
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         self.calls.append(f"provision {host.image.get('url') or host.custom_deploy}")

@@ -15,6 +15,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     DELAYED,
     POLL,
     Capacity,
+    FirmwareSettings,
     Inspection,
     Power,
     ProvisionResult,
@@ -49,6 +50,22 @@ class Case:
     status: dict[str, Any] = field(default_factory=dict)
     deleting: bool = False
     check: Callable[[dict[str, Any]], bool] | None = None  # on the host as stored afterwards
+    firmware: dict[str, Any] | None = None  # the host's HostFirmwareSettings: its spec and status (settings())
+
+
+def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, judged: bool = True) -> dict[str, Any]:
+    """A HostFirmwareSettings asking for ``wanted``, as its reconcile left it: a change detected or not, valid or
+    not, judged at its current generation (1) or an older one."""
+    generation = 1 if judged else 0
+    conditions = [{"type": "ChangeDetected", "status": str(changed), "observedGeneration": generation},
+                  {"type": "Valid", "status": str(valid), "observedGeneration": generation}]
+    return {"spec": {"settings": wanted},
+            "status": {"settings": {"ProcTurboMode": "Enabled"}, "conditions": conditions}}
+
+
+TURBO_OFF = {"ProcTurboMode": "Disabled"}
+CURRENT = {"firmware_settings": FirmwareSettings(settings={"ProcTurboMode": "Enabled"})}
+APPLIED = {"firmware_settings": FirmwareSettings(settings=TURBO_OFF)}
 
 
 def case(name: str, state: str, then: str | None, requeue: float | None, **kwargs: Any) -> Any:
@@ -88,9 +105,11 @@ CASES = [
          answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)}),
     case("registered-externally-provisioned", S.REGISTERING, S.EXTERNALLY_PROVISIONED, None,
          spec={"externallyProvisioned": True}, calls=("register", "register", "adopt", "power off")),
-    case("registered-without-inspection-is-prepared", S.REGISTERING, S.AVAILABLE, None,
+    # Registered, a host has its HostFirmwareSettings, and once available it looks at them again now and then.
+    case("registered-without-inspection-is-prepared", S.REGISTERING, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_RECHECK,
          spec={"inspectionMode": "disabled"}, calls=("register", "register", "prepare", "register", "power off")),
-    case("registered-without-inspection-takes-hardware-by-hand", S.REGISTERING, S.AVAILABLE, None,
+    case("registered-without-inspection-takes-hardware-by-hand", S.REGISTERING, S.AVAILABLE,
+         bmh.FIRMWARE_SETTINGS_RECHECK,
          spec={"inspectionMode": "disabled"},
          annotations={bmh.HARDWARE_DETAILS_ANNOTATION: '{"cpu": {"count": 2}}'},
          check=status_of(hardware={"cpu": {"count": 2}})),
@@ -251,6 +270,24 @@ CASES = [
          error=S.REGISTRATION_ERROR, answers={"delete": FAILED}),
     case("deleted-unmanaged-host-is-removed", S.UNMANAGED, None, None, deleting=True, spec={"bmc": None}),
 
+    # -- firmware settings (HostFirmwareSettings), applied while available -----------------------------------
+    case("available-host-applies-valid-changed-settings", S.AVAILABLE, S.PREPARING, POLL,
+         firmware=settings(TURBO_OFF), answers={**CURRENT, "prepare": BUSY},
+         calls=("register", "firmware_settings", "register", "prepare {'ProcTurboMode': 'Disabled'}")),
+    case("settings-applied-host-is-available-again", S.PREPARING, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_RECHECK,
+         firmware=settings(TURBO_OFF), answers=APPLIED,
+         calls=("register", "prepare {'ProcTurboMode': 'Disabled'}", "register", "firmware_settings", "power off")),
+    case("settings-not-yet-judged-are-waited-for", S.AVAILABLE, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_WAIT,
+         firmware=settings(TURBO_OFF, judged=False), calls=("register",)),
+    case("invalid-settings-are-not-applied", S.AVAILABLE, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_RECHECK,
+         firmware=settings({"ProcTurboMode": "Sometimes"}, valid=False), calls=("register", "power off")),
+    case("settings-as-asked-leave-the-host-watching-them", S.AVAILABLE, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_RECHECK,
+         firmware=settings({"ProcTurboMode": "Enabled"}, changed=False), calls=("register", "power off")),
+    case("preparing-host-waits-for-settings-to-be-judged", S.PREPARING, S.PREPARING, bmh.FIRMWARE_SETTINGS_WAIT,
+         firmware=settings(TURBO_OFF, judged=False), calls=("register",)),
+    case("failed-settings-are-a-preparation-error", S.PREPARING, S.PREPARING, BACKOFF, error=S.PREPARATION_ERROR,
+         firmware=settings(TURBO_OFF), answers={"prepare": FAILED}),
+
     # -- detached and paused -------------------------------------------------------------------------------
     case("detached-host-is-forgotten", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
          annotations={bmh.DETACHED_ANNOTATION: ""}, calls=("detach",),
@@ -284,6 +321,10 @@ def make_host(store: LocalStore, case: Case) -> Ref:
     status = {"errorCount": 0, **case.status, "provisioning": provisioning}
     store.update_status({**host, "status": status})
     ref = Ref.of(host)
+    if case.firmware is not None:
+        made = store.create({"apiVersion": bmh.API, "kind": "HostFirmwareSettings",
+                             "metadata": {"name": "h", "namespace": "ns"}, "spec": case.firmware["spec"]})
+        store.update_status({**made, "status": case.firmware["status"]})
     if case.deleting:
         store.delete(ref)
     return ref

@@ -94,7 +94,14 @@ class RecordingIronic:
         return {**node, **changes}
 
     def set_provision_state(self, node, target, **kwargs):
-        self._record(target + (" with a config drive" if "config_drive" in kwargs else ""))
+        steps = [f"{step['interface']}.{step['step']} {step['args']}" for step in kwargs.get("clean_steps") or []]
+        self._record(" ".join([target, *steps]) + (" with a config drive" if "config_drive" in kwargs else ""))
+
+    def clear_maintenance(self, node):
+        self._record("maintenance off")
+
+    def bios_settings(self, node):
+        return node.get("bios") or []
 
     def set_power_state(self, node, target):
         self._record(target)
@@ -126,6 +133,24 @@ DEPLOYED = {"image_source": IMAGE["url"], "image_checksum": "abc"}
 FINISHED = {"inspection_finished_at": "2026-01-01T00:00:00+00:00"}
 EMPTY_NETWORK = {"links": [], "networks": [], "services": []}
 ONE_LINK = {**EMPTY_NETWORK, "links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}]}
+
+
+# Ironic's BIOS settings with their registry entries (API 1.74's detail), as sushy-tools' libvirt driver has them.
+BIOS = [{"name": "ProcTurboMode", "value": "Enabled", "attribute_type": "Enumeration",
+         "allowable_values": ["Enabled", "Disabled"], "read_only": False, "lower_bound": None},
+        {"name": "NumCores", "value": "10", "attribute_type": "Integer", "lower_bound": 10, "upper_bound": 20,
+         "read_only": True},
+        {"name": "SysPassword", "value": "", "attribute_type": "Password", "read_only": False}]
+
+
+def test_firmware_settings_and_their_schema_from_ironics_bios_settings():
+    read = ironic.IronicProvisioner(RecordingIronic(node(bios=BIOS)), "ns~h", "uuid-1").firmware_settings()
+    assert read.settings == {"ProcTurboMode": "Enabled", "NumCores": "10", "SysPassword": ""}
+    assert read.schema == {
+        "ProcTurboMode": {"attribute_type": "Enumeration", "allowable_values": ["Enabled", "Disabled"],
+                          "read_only": False},
+        "NumCores": {"attribute_type": "Integer", "lower_bound": 10, "upper_bound": 20, "read_only": True},
+        "SysPassword": {"attribute_type": "Password", "read_only": False}}
 
 
 def node(**fields: Any) -> dict[str, Any]:
@@ -184,12 +209,22 @@ OPERATIONS = [
     pytest.param(lambda p: p.inspect(False), node(boot_interface="redfish-virtual-media"), {"busy": 20},
                  ["inspect"], "busy started", id="insp-virtual-media-needs-no-slot"),
     # prepare
-    pytest.param(lambda p: p.prepare(), node(), {}, [], "done", id="prep-manageable"),
-    pytest.param(lambda p: p.prepare(), node(provision_state="inspect wait"), {}, ["abort"], "busy",
+    pytest.param(lambda p: p.prepare({}), node(), {}, [], "done", id="prep-manageable"),
+    pytest.param(lambda p: p.prepare({}), node(provision_state="inspect wait"), {}, ["abort"], "busy",
                  id="prep-aborts-inspection"),
-    pytest.param(lambda p: p.prepare(), node(provision_state="inspect failed"), {}, ["manage"], "busy",
+    pytest.param(lambda p: p.prepare({}), node(provision_state="inspect failed"), {}, ["manage"], "busy",
                  id="prep-after-failed-inspection"),
-    pytest.param(lambda p: p.prepare(), node(provision_state="inspecting"), {}, [], "busy", id="prep-inspecting"),
+    pytest.param(lambda p: p.prepare({}), node(provision_state="inspecting"), {}, [], "busy", id="prep-inspecting"),
+    pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled", "NumCores": 12}), node(bios=BIOS), {},
+                 ["clean bios.apply_configuration {'settings': [{'name': 'NumCores', 'value': 12}, "
+                  "{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"], "busy", id="prep-applies-what-differs"),
+    pytest.param(lambda p: p.prepare({"ProcTurboMode": "Enabled", "NumCores": "10"}), node(bios=BIOS), {}, [],
+                 "done", id="prep-settings-already-so"),
+    pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}), node(provision_state="clean wait", bios=BIOS),
+                 {}, [], "busy", id="prep-cleaning"),
+    pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}),
+                 node(provision_state="clean failed", maintenance=True, last_error="invalid value", bios=BIOS), {},
+                 ["maintenance off", "manage"], "failed", id="prep-clean-failed-back-to-manageable"),
     # provision
     pytest.param(lambda p: p.provision(HOST, dict), node(), {}, ["provide"], "busy", id="prov-provide"),
     pytest.param(lambda p: p.provision(HOST, dict), node(automated_clean=False), {},
@@ -273,7 +308,7 @@ def test_a_lock_is_looked_at_again_soon_and_the_power_state_still_read():
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 10
+    assert len(operations) == 11
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name

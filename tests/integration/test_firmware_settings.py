@@ -1,0 +1,110 @@
+"""BIOS settings (HostFirmwareSettings, FirmwareSchema) of hosts behind Redfish BMCs with a BIOS: sushy-tools' libvirt
+driver on libvirt's test hypervisor (``redfish_hardware``), a real Ironic, the bastion's playbook and modules.
+
+Two hosts are registered. The fleet playbook asks the first for an Enumeration and a String setting (the libvirt
+driver's Boolean and Integer settings are never changed: Ironic's check of a Boolean never matches what sushy-tools
+stores, and the step waits for its timeout). It asks the second for a value its schema does not allow and for a
+setting it does not have. The first goes preparing and back, and Redfish then shows the new values. The second is
+refused, naming both settings, and its BIOS is left as it was.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.ironic import REPO
+from tests.integration.playbook_runs import ansible_playbook
+
+NS = "fleet"
+
+
+def register(store: LocalStore, ironic, emulator, index: int) -> Ref:
+    name = f"{emulator.prefix}-{index}"
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-bmc", "namespace": NS},
+                  "stringData": {"username": emulator.username, "password": emulator.password}})
+    host = store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": name, "namespace": NS},
+                         "spec": {"online": False, "bootMACAddress": emulator.mac(index), "inspectionMode": "disabled",
+                                  "bmc": {"address": emulator.address(name), "credentialsName": f"{name}-bmc"}}})
+    ref = Ref.of(host)
+    provisioners = ironic_provisioners(Ironic(IronicOptions(cloud=ironic.cloud)))
+    last, reached = bmh.wait_for_host(lambda: bmh.reconcile_host(store, provisioners, ref), ("available",), 180)
+    assert reached, f"{ref}: {last.state} {last.error} {last.message}"
+    return ref
+
+
+def bios(emulator, index: int) -> dict[str, str]:
+    return emulator.system(f"{emulator.prefix}-{index}", "BIOS")["Attributes"]
+
+
+def test_a_fleets_bios_settings_are_read_checked_applied_and_read_back(tmp_path, ironic, redfish_hardware,
+                                                                         monkeypatch):
+    for key, value in ironic.env.items():
+        monkeypatch.setenv(key, value)
+    store_path = tmp_path / "store.db"
+    with LocalStore(str(store_path)) as store:
+        refs = [register(store, ironic, redfish_hardware, index) for index in (0, 1)]
+        for ref in refs:  # registered: each host has its HostFirmwareSettings, owned by it
+            settings = store.get(Ref(firmware.API, firmware.SETTINGS_KIND, ref.name, NS))
+            assert settings["metadata"]["ownerReferences"][0]["name"] == ref.name
+    before = [bios(redfish_hardware, index) for index in (0, 1)]
+    assert before[0]["ProcTurboMode"] == "Enabled" and before[1]["ProcTurboMode"] == "Enabled"
+
+    first, second = (f"{redfish_hardware.prefix}-{index}" for index in (0, 1))
+    env = {**ironic.env, "METAL3_STORE_PATH": str(store_path)}
+    asked = {first: {"ProcTurboMode": "Disabled", "SerialNumber": "QPX00042"},
+             second: {"ProcTurboMode": "Sometimes", "NoSuchSetting": "On"}}
+    run = ansible_playbook(REPO / "playbooks" / "firmware.yml",
+                           {"firmware_namespace": NS, "firmware_settings": asked, "firmware_wait_timeout": 300},
+                           env=env, timeout=900)
+    assert "Traceback" not in run.output
+    # The refused ask fails the play at its end, naming each setting and why.
+    assert not run.ok and re.search(
+        rf"{second}: Invalid BIOS setting: setting NoSuchSetting is not in the Status field; Setting ProcTurboMode "
+        r"is invalid, unknown enumeration value - Sometimes", run.output), run.output
+    # The table: the first host's new values; the second's refused ask beside its value.
+    assert re.search(rf"^{first} +ProcTurboMode +Disabled +- +schema-[0-9a-f]{{8}}$", run.output, re.M), run.output
+    assert re.search(rf"^{first} +SerialNumber +QPX00042 +- ", run.output, re.M), run.output
+    assert re.search(rf"^{second} +ProcTurboMode +Enabled +Sometimes ", run.output, re.M), run.output
+
+    # Through Redfish: the first host's BIOS has the new values (and only those changed); the second's is as it was.
+    after = [bios(redfish_hardware, index) for index in (0, 1)]
+    assert after[0] == {**before[0], "ProcTurboMode": "Disabled", "SerialNumber": "QPX00042"}
+    assert after[1] == before[1]
+    with LocalStore(str(store_path)) as store:
+        hosts = {ref.name: store.get(ref) for ref in refs}
+        schemas = store.list(firmware.API, firmware.SCHEMA_KIND, NS)
+        settings = store.get(Ref(firmware.API, firmware.SETTINGS_KIND, first, NS))
+    assert {name: bmh.host_state(host) for name, host in hosts.items()} == {first: "available", second: "available"}
+    assert not any(host["status"].get("errorType") for host in hosts.values())
+    # One model, one schema, owned by both hosts' settings; its registry as sushy-tools describes it.
+    assert len(schemas) == 1 and len(schemas[0]["metadata"]["ownerReferences"]) == 2
+    assert schemas[0]["spec"]["schema"]["ProcTurboMode"]["allowable_values"] == ["Enabled", "Disabled"]
+    assert "SysPassword" not in schemas[0]["spec"]["schema"] and "SysPassword" not in settings["status"]["settings"]
+    conditions = {c["type"]: c["status"] for c in settings["status"]["conditions"]}
+    assert conditions == {"ChangeDetected": "False", "Valid": "True"}
+
+    # Check mode: the diff of an ask, and nothing written.
+    check = ansible_playbook(REPO / "tests" / "integration" / "playbooks" / "firmware_ask.yml",
+                             {"ns": NS, "name": first, "settings": {"ProcTurboMode": "Enabled"}}, "--check", "--diff",
+                             env=env)
+    assert check.ok, check.output
+    assert re.search(r'^-\s+"ProcTurboMode": "Disabled"', check.output, re.M), check.output
+    assert re.search(r'^\+\s+"ProcTurboMode": "Enabled"', check.output, re.M), check.output
+    with LocalStore(str(store_path)) as store:
+        unchanged = store.get(Ref(firmware.API, firmware.SETTINGS_KIND, first, NS))
+    assert unchanged["spec"] == settings["spec"]
+
+    # Bad input: a value that is neither text nor an integer names the setting, and nothing is written.
+    bad = ansible_playbook(REPO / "tests" / "integration" / "playbooks" / "firmware_ask.yml",
+                           {"ns": NS, "name": first, "settings": {"QuietBoot": True}}, env=env)
+    assert not bad.ok and "settings.QuietBoot: must be a string or an integer, not bool" in bad.output, bad.output
+    assert "Traceback" not in bad.output
+    with LocalStore(str(store_path)) as store:
+        assert json.dumps(store.get(Ref(firmware.API, firmware.SETTINGS_KIND, first, NS))["spec"]) == \
+            json.dumps(settings["spec"])
