@@ -39,7 +39,7 @@ def redfish_emulator() -> Iterator[RedfishEmulator]:
 def redfish_hardware() -> Iterator[RedfishEmulator]:
     """Redfish BMCs with BIOS settings, their registry and firmware: sushy-tools' libvirt driver on libvirt's test
     hypervisor, in the emulator's own process (no VM)."""
-    emulator = RedfishEmulator(LAB / f"hardware-{WORKER}", free_port(), systems=3, prefix="hw",
+    emulator = RedfishEmulator(LAB / f"hardware-{WORKER}", free_port(), systems=8, prefix="hw",
                                mac_prefix="00:5c:52:31:3d", driver="libvirt")
     shutil.rmtree(emulator.base_dir, ignore_errors=True)
     emulator.start()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware_settings as hfs
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
@@ -24,18 +26,24 @@ from tests.integration.playbook_runs import ansible_playbook
 NS = "fleet"
 
 
-def register(store: LocalStore, ironic, emulator, index: int) -> Ref:
+def register(store: LocalStore, ironic, emulator, index: int, state: str = "available", **spec: Any) -> Ref:
     name = f"{emulator.prefix}-{index}"
     store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-bmc", "namespace": NS},
                   "stringData": {"username": emulator.username, "password": emulator.password}})
     host = store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": name, "namespace": NS},
                          "spec": {"online": False, "bootMACAddress": emulator.mac(index), "inspectionMode": "disabled",
-                                  "bmc": {"address": emulator.address(name), "credentialsName": f"{name}-bmc"}}})
+                                  "bmc": {"address": emulator.address(name), "credentialsName": f"{name}-bmc"},
+                                  **spec}})
     ref = Ref.of(host)
-    provisioners = ironic_provisioners(Ironic(IronicOptions(cloud=ironic.cloud)))
-    last, reached = bmh.wait_for_host(lambda: bmh.reconcile_host(store, provisioners, ref), ("available",), 180)
-    assert reached, f"{ref}: {last.state} {last.error} {last.message}"
+    settle(store, ironic, ref, state)
     return ref
+
+
+def settle(store: LocalStore, ironic, ref: Ref, state: str) -> bmh.HostStep:
+    provisioners = ironic_provisioners(Ironic(IronicOptions(cloud=ironic.cloud)))
+    last, reached = bmh.wait_for_host(lambda: bmh.reconcile_host(store, provisioners, ref), (state,), 240)
+    assert reached, f"{ref}: {last.state} {last.error} {last.message}"
+    return last
 
 
 def bios(emulator, index: int) -> dict[str, str]:
@@ -108,3 +116,62 @@ def test_a_fleets_bios_settings_are_read_checked_applied_and_read_back(tmp_path,
     with LocalStore(str(store_path)) as store:
         assert json.dumps(store.get(Ref(firmware.API, firmware.SETTINGS_KIND, first, NS))["spec"]) == \
             json.dumps(settings["spec"])
+
+
+def test_a_provisioned_host_is_serviced_on_a_reboot_only_under_its_update_policy(tmp_path, ironic, redfish_hardware,
+                                                                                monkeypatch):
+    """Servicing: a BIOS setting of a provisioned host (here externally provisioned: sushy-tools without a VM cannot
+    deploy) applied as it reboots, without reprovisioning, once a HostUpdatePolicy allows it."""
+    for key, value in ironic.env.items():
+        monkeypatch.setenv(key, value)
+    client = Ironic(IronicOptions(cloud=ironic.cloud))
+    provisioners = ironic_provisioners(client)
+    index = 6
+    with LocalStore(str(tmp_path / "store.db")) as store:
+        ref = register(store, ironic, redfish_hardware, index, "externally provisioned", online=True,
+                       externallyProvisioned=True)
+        name = ref.name
+        settings_ref = Ref(firmware.API, firmware.SETTINGS_KIND, name, NS)
+        store.patch(settings_ref, {"spec": {"settings": {"ProcTurboMode": "Disabled"}}})
+        hfs.reconcile_firmware_settings(store, provisioners, settings_ref)
+        changed = {c["type"]: c for c in store.get(settings_ref)["status"]["conditions"]}["ChangeDetected"]
+        assert changed["status"] == "True" and f"until a HostUpdatePolicy {name} with firmwareSettings onReboot" in \
+            changed["message"]
+
+        # Without a policy, a reboot is only a reboot: the setting waits.
+        store.patch(ref, {"metadata": {"annotations": {bmh.REBOOT_ANNOTATION: ""}}})
+        settle(store, ironic, ref, "externally provisioned")
+        assert bmh.REBOOT_ANNOTATION not in (store.get(ref)["metadata"].get("annotations") or {})
+        assert bios(redfish_hardware, index)["ProcTurboMode"] == "Enabled"
+
+        # Under a policy that allows it, the next reboot services the host.
+        store.create({"apiVersion": firmware.API, "kind": firmware.UPDATE_POLICY_KIND,
+                      "metadata": {"name": name, "namespace": NS}, "spec": {"firmwareSettings": "onReboot"}})
+        hfs.reconcile_firmware_settings(store, provisioners, settings_ref)
+        changed = {c["type"]: c for c in store.get(settings_ref)["status"]["conditions"]}["ChangeDetected"]
+        assert "applied by servicing when it next reboots" in changed["message"]
+        store.patch(ref, {"metadata": {"annotations": {bmh.REBOOT_ANNOTATION: ""}}})
+        seen: set[str] = set()
+
+        def step() -> bmh.HostStep:
+            result = bmh.reconcile_host(store, provisioners, ref)
+            seen.add(str((result.obj or {}).get("status", {}).get("operationalStatus")))
+            seen.add(client.get_node(f"{NS}~{name}")["provision_state"])
+            return result
+
+        last, reached = bmh.wait_for_host(step, ("externally provisioned",), 240)
+        assert reached and not last.error, f"{last.state} {last.error} {last.message}"
+        host = store.get(ref)
+        policy = store.get(Ref(firmware.API, firmware.UPDATE_POLICY_KIND, name, NS))
+        hfs.reconcile_firmware_settings(store, provisioners, settings_ref)
+        settings = store.get(settings_ref)
+    assert bios(redfish_hardware, index)["ProcTurboMode"] == "Disabled"
+    assert "servicing" in seen and seen & {"servicing", "service wait"}, seen  # Ironic serviced the node
+    assert not seen & {"deploying", "wait call-back", "deleting", "cleaning"}, seen  # never reprovisioned
+    assert host["status"]["operationalStatus"] == "OK" and host["status"]["provisioning"]["state"] == \
+        "externally provisioned"
+    assert bmh.REBOOT_ANNOTATION not in (host["metadata"].get("annotations") or {})
+    assert [o["name"] for o in policy["metadata"]["ownerReferences"]] == [name]  # the host owns its policy
+    assert settings["status"]["settings"]["ProcTurboMode"] == "Disabled"
+    assert {c["type"]: c["status"] for c in settings["status"]["conditions"]}["ChangeDetected"] == "False"
+

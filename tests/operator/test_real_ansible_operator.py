@@ -7,7 +7,10 @@ operator/watches.yaml, on the harness's kube-apiserver (and its Ironic and Redfi
   a pool being deleted stays while an address points at it (its finalizer stays while the role waits);
   a claim deleted releases its address, and the pool then goes;
 - BareMetalHost: registered, it becomes available on Ironic through the Redfish emulator; deleted, its node
-  goes from Ironic and the host from the cluster.
+  goes from Ironic and the host from the cluster;
+- its BIOS settings (HostFirmwareSettings) behind a Redfish BMC with a BIOS: read with their FirmwareSchema; a
+  value the schema does not allow refused, naming the setting; a valid change applied by the host and read back
+  through Redfish.
 """
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ from tests.operator.test_watches import ACCEPTED, ENV, REFUSED, lay_out
 pytestmark = pytest.mark.kubernetes
 
 OPERATORS = {"ansible-operator": AnsibleOperator, "metal3_operator": Operator}
-# One Redfish system each, so that both can run on one emulator.
+# One Redfish system each, so that both can run on one emulator (and on redfish_hardware's, beside
+# tests/integration/test_firmware_settings.py's two).
 SYSTEM = {"ansible-operator": 2, "metal3_operator": 3}
+HFS = ("metal3.io", "v1alpha1", "hostfirmwaresettings")
 VERDICTS = [(what, text, True) for what, text in ACCEPTED] + [(what, text, False) for what, text, _why in REFUSED]
 
 
@@ -140,3 +145,50 @@ def test_a_host_registers_and_becomes_available_and_deleted_leaves_ironic(operat
     custom.delete_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
     eventually(lambda: host_state(custom, kube_namespace, "host-0") == "gone", "host-0 deleted", timeout=240)
     assert ironic_client.get_node(f"{kube_namespace}~host-0") is None
+
+
+def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, custom, kube_cluster, kube_namespace,
+                                                             ironic, redfish_hardware):
+    index = SYSTEM[request.node.callspec.params["operator"]]
+    system = f"{redfish_hardware.prefix}-{index}"
+    operator(env=ironic.env)
+    client.CoreV1Api(kube_cluster.api_client()).create_namespaced_secret(kube_namespace, {
+        "metadata": {"name": "host-0-bmc"},
+        "stringData": {"username": redfish_hardware.username, "password": redfish_hardware.password}})
+    custom.create_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], {
+        "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "host-0"},
+        "spec": {"online": False, "bootMACAddress": redfish_hardware.mac(index),
+                 "bmc": {"address": redfish_hardware.address(system), "credentialsName": "host-0-bmc"},
+                 "inspectionMode": "disabled", "automatedCleaningMode": "disabled"}})
+    eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available", timeout=240)
+
+    def settings() -> dict[str, Any]:
+        return custom.get_namespaced_custom_object(*HFS, kube_namespace, "host-0")
+
+    def judged(valid: str) -> dict[str, Any]:
+        current = settings()
+        generation = current["metadata"]["generation"]
+        found = condition(current, "Valid")
+        return found if found.get("status") == valid and found.get("observedGeneration") == generation else {}
+
+    read = eventually(lambda: (settings().get("status") or {}).get("settings"), "the host's settings read")
+    assert read["ProcTurboMode"] == "Enabled" and "SysPassword" not in read
+    schema = custom.get_namespaced_custom_object("metal3.io", "v1alpha1", kube_namespace, "firmwareschemas",
+                                                 settings()["status"]["schema"]["name"])
+    assert schema["spec"]["schema"]["ProcTurboMode"]["allowable_values"] == ["Enabled", "Disabled"]
+
+    custom.patch_namespaced_custom_object(*HFS, kube_namespace, "host-0", {"spec": {"settings": {
+        "ProcTurboMode": "Sometimes"}}})
+    refused = eventually(lambda: judged("False"), "the value refused")
+    assert "Setting ProcTurboMode is invalid, unknown enumeration value - Sometimes" in refused["message"]
+
+    custom.patch_namespaced_custom_object(*HFS, kube_namespace, "host-0", {"spec": {"settings": {
+        "ProcTurboMode": "Disabled"}}})
+    eventually(lambda: redfish_hardware.system(system, "BIOS")["Attributes"]["ProcTurboMode"] == "Disabled",
+               "the change applied through Redfish", timeout=240)
+    eventually(lambda: condition(settings(), "ChangeDetected").get("status") == "False" and
+               settings()["status"]["settings"]["ProcTurboMode"] == "Disabled", "the change read back", timeout=240)
+    eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available again")
+    host = custom.get_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
+    assert not host["status"].get("errorType"), host["status"]
+

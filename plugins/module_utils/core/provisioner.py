@@ -113,6 +113,11 @@ class Provisioner(Protocol):
         ``firmware_settings`` (a HostFirmwareSettings' spec.settings) applied: those that differ from the host's
         current ones, which the provisioner reads itself."""
 
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
+        """Apply ``firmware_settings`` (those that differ from the host's current ones) to a provisioned host without
+        reprovisioning it (servicing); done once applied. A servicing that failed is reported, or started again
+        when ``restart``; with nothing asked for any more, it is aborted: the host goes back as it was."""
+
     def firmware_settings(self) -> FirmwareSettings:
         """The host's current firmware settings and their schema (none before it is registered)."""
 

@@ -102,6 +102,7 @@ PREPARATION_ERROR = "preparation error"
 PROVISIONING_ERROR = "provisioning error"
 POWER_MANAGEMENT_ERROR = "power management error"
 DETACH_ERROR = "detach error"
+SERVICING_ERROR = "servicing error"
 
 BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
 FIRMWARE_SETTINGS_WAIT = 60.0  # upstream's subResourceNotReadyRetryDelay
@@ -564,10 +565,14 @@ class _Reconcile:
             with contextlib.suppress(AlreadyExists):  # made meanwhile: adopted at the next registration
                 self.store.create(firmware.new_settings(self.host), dry_run=self.dry_run)
             return
-        owners = settings["metadata"].get("ownerReferences") or []
+        self._own(self._settings_ref(), settings)
+
+    def _own(self, ref: Ref, obj: Object) -> None:
+        """The host among the owners of ``obj`` (garbage collected with it), as upstream adopts its firmware kinds."""
+        owners = obj["metadata"].get("ownerReferences") or []
         if not any(o.get("uid") == self.host["metadata"]["uid"] for o in owners):
-            self.store.patch(self._settings_ref(), {"metadata": {"ownerReferences": [
-                *owners, owner_reference(self.host)]}}, dry_run=self.dry_run)
+            self.store.patch(ref, {"metadata": {"ownerReferences": [*owners, owner_reference(self.host)]}},
+                             dry_run=self.dry_run)
 
     def _wait_for_firmware_settings(self) -> Action:
         """Upstream's wait for a HostFirmwareSettings whose reconcile has not judged its current spec yet."""
@@ -712,7 +717,56 @@ class _Reconcile:
         waiting = self._check(self.provisioner.adopt(self._host_data()[0]), PROVISIONED_REGISTRATION_ERROR)
         if waiting is not None:
             return waiting
+        servicing = self._service()
+        if servicing is not None:
+            return servicing
         return self._power()
+
+    def _service(self) -> Action | None:
+        """Firmware settings applied to a provisioned host without reprovisioning it (Ironic's servicing), as
+        upstream: only when a HostUpdatePolicy of the host's name allows it (firmwareSettings: onReboot), and only
+        as the host reboots (a reboot annotation, or powered off and to be on) - the servicing is that reboot. None
+        when there is nothing to service: the power is managed then."""
+        under_way = (self.status.get("operationalStatus") == "servicing"
+                     or self.status.get("errorType") == SERVICING_ERROR)
+        rebooting = bool(self.spec.get("online")) and (REBOOT_ANNOTATION in self.annotations
+                                                       or not self.status.get("poweredOn"))
+        if not under_way and not rebooting:
+            return None
+        policy = self._update_policy()
+        settings: dict[str, int | str] = {}
+        if (policy.get("spec") or {}).get("firmwareSettings") == firmware.ON_REBOOT:
+            pending = firmware.pending_settings(self._firmware_settings())
+            if pending is None:
+                return self._wait_for_firmware_settings()
+            settings = pending
+        if not under_way:
+            if not settings or not settings_changes(settings, self.provisioner.firmware_settings().settings):
+                return None
+            # Recorded before Ironic is asked, so that a servicing under way is never mistaken for none.
+            self.status["operationalStatus"] = "servicing"
+            self.message = "servicing: firmware settings to apply"
+            return Action(POLL)
+        result = self.provisioner.service(settings, restart=self.status.get("errorType") == SERVICING_ERROR)
+        waiting = self._check(result, SERVICING_ERROR)
+        if waiting is not None:
+            self._healthy()
+            self.status["operationalStatus"] = "servicing"
+            return waiting
+        self._healthy()
+        self.status["operationalStatus"] = "OK"
+        self.message = result.message or "serviced"
+        if REBOOT_ANNOTATION in self.annotations:  # the servicing rebooted the host
+            self._remove_annotation(REBOOT_ANNOTATION)
+        return None
+
+    def _update_policy(self) -> Object:
+        """The HostUpdatePolicy of the host's name ({} when there is none), owned by the host as upstream makes it."""
+        ref = Ref(firmware.API, firmware.UPDATE_POLICY_KIND, self.ref.name, self.ref.namespace)
+        policy = self.store.get_if_exists(ref)
+        if policy is not None:
+            self._own(ref, policy)
+        return policy or {}
 
     def _deprovisioning(self) -> Action:
         deleting = bool(self.host["metadata"].get("deletionTimestamp"))

@@ -32,6 +32,9 @@ SETTINGS_KIND = "HostFirmwareSettings"
 SCHEMA_KIND = "FirmwareSchema"
 # HostFirmwareSettings' conditions, upstream's: the spec fits the schema; the spec differs from the host's settings.
 VALID, CHANGE_DETECTED = "Valid", "ChangeDetected"
+# What lets a provisioned host be changed without reprovisioning (servicing): a HostUpdatePolicy of its name, whose
+# firmwareSettings (or firmwareUpdates) is onReboot.
+UPDATE_POLICY_KIND, ON_REBOOT = "HostUpdatePolicy", "onReboot"
 
 # The components upstream lets an update name, besides "nic:<id>".
 UPDATE_COMPONENTS = ("bmc", "bios")

@@ -35,7 +35,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import bare
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import (
     API,
     CHANGE_DETECTED,
+    ON_REBOOT,
     SCHEMA_KIND,
+    UPDATE_POLICY_KIND,
     VALID,
     settings_problems,
 )
@@ -106,7 +108,7 @@ def reconcile_firmware_settings(store: Store, provisioners: ProvisionerFactory, 
     if read.error:
         return Result(settings, requeue_after=RETRY, message=f"cannot read the host's settings: {read.error}")
     schema = _schema(store, settings, host, read.schema, dry_run)
-    status, pending = _status(settings, read.settings, schema)
+    status, pending = _status(settings, read.settings, schema, _when_applied(store, host))
     requeue = REQUEUE_CHANGE_DETECTED if pending else REQUEUE
     before = {k: v for k, v in (settings.get("status") or {}).items() if k != "lastUpdated"}
     if before == status:
@@ -131,8 +133,22 @@ def _skipped(host: Object) -> str:
     return ""
 
 
-def _status(settings: Object, current: dict[str, str], schema: Object) -> tuple[dict[str, Any], bool]:
-    """The status upstream writes, and whether a change is pending (ChangeDetected)."""
+def _when_applied(store: Store, host: Object) -> str:
+    """When the host applies a valid change, for the ChangeDetected condition's message (upstream leaves it empty):
+    a provisioned host only on a reboot, and only under a HostUpdatePolicy that allows it."""
+    if bmh.host_state(host) not in (bmh.PROVISIONED, bmh.EXTERNALLY_PROVISIONED):
+        return "applied by the host while it is available"
+    ref = Ref(API, UPDATE_POLICY_KIND, host["metadata"]["name"], host["metadata"]["namespace"])
+    policy = store.get_if_exists(ref) or {}
+    if (policy.get("spec") or {}).get("firmwareSettings") == ON_REBOOT:
+        return "the host is provisioned: applied by servicing when it next reboots (its HostUpdatePolicy allows it)"
+    return (f"the host is provisioned: not applied until it is available again, or until a HostUpdatePolicy "
+            f"{ref.name} with firmwareSettings {ON_REBOOT} allows servicing it when it reboots")
+
+
+def _status(settings: Object, current: dict[str, str], schema: Object,
+            when_applied: str) -> tuple[dict[str, Any], bool]:
+    """The status upstream writes, and whether a change is pending (ChangeDetected, saying when it is applied)."""
     generation = settings["metadata"].get("generation")
     old = settings.get("status") or {}
     status: dict[str, Any] = {
@@ -146,7 +162,7 @@ def _status(settings: Object, current: dict[str, str], schema: Object) -> tuple[
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE - 3] + "..."
     conditions = set_condition(old.get("conditions"), CHANGE_DETECTED, pending, SUCCESS,
-                               observed_generation=generation)
+                               when_applied if pending and not problems else "", observed_generation=generation)
     conditions = set_condition(conditions, VALID, not problems, CONFIGURATION_ERROR if problems else SUCCESS,
                                message, observed_generation=generation)
     status["conditions"] = conditions

@@ -10,6 +10,7 @@ answered and refused: the host records it).
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -216,6 +217,16 @@ class Ironic:
         self._call(f"move node {node['name']} to {target}", "set_node_provision_state", node["id"],
                    target, **kwargs)
 
+    def service(self, node: Node, steps: list[dict[str, Any]]) -> None:
+        """Service an active node with ``steps`` (API 1.87): openstacksdk's proxy does not pass service steps."""
+        if self.dry_run:
+            return
+        what = f"service node {node['name']}"
+        response = self._call(what, "put", f"/nodes/{node['id']}/states/provision",
+                              json={"target": "service", "service_steps": steps}, microversion="1.87")
+        if response is not None and response.status_code >= 400:
+            raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)
+
     def set_power_state(self, node: Node, target: str) -> None:
         """target: 'power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'; does not wait."""
         if self.dry_run:
@@ -278,7 +289,7 @@ class Ironic:
         if response is None or response.status_code == 404:
             return None
         if response.status_code >= 400:
-            raise IronicRefused(f"Ironic refused to {what}: {response.text.strip()[:200]}", response.status_code)
+            raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)
         body: dict[str, Any] = response.json()
         return body
 
@@ -345,6 +356,15 @@ def _node(node: Any) -> Node:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+def _response_message(response: Any) -> str:
+    """Ironic's own words in an error response (its error body's faultstring), else the body's start."""
+    try:
+        fault = json.loads(json.loads(response.text)["error_message"])["faultstring"]
+    except (ValueError, KeyError, TypeError):
+        fault = response.text
+    return str(fault).strip()[:200]
 
 
 def _ironic_message(error: Any) -> str:

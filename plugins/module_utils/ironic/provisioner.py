@@ -217,6 +217,33 @@ class IronicProvisioner:
             return _busy(f"applying the firmware settings {', '.join(sorted(changes))}")
         return ProvisionResult()
 
+    @_answers(ProvisionResult)
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
+        node = self._registered()
+        state = node["provision_state"]
+        if state == "servicing" or state == "service wait" and firmware_settings:
+            return _busy()
+        if state == "service failed" and firmware_settings and not restart:
+            return ProvisionResult(error=node["last_error"] or "servicing failed")
+        if state in ("service failed", "service wait") and node["maintenance"]:
+            # Ironic leaves a node whose step failed in maintenance, and refuses to abort or service it there.
+            self.ironic.clear_maintenance(node)
+            return _busy("taking the node out of maintenance")
+        if state == "service wait" or state == "service failed" and not firmware_settings:
+            self.ironic.set_provision_state(node, "abort")  # back to active, as it was
+            return _busy("aborting the servicing")
+        if state not in ("active", "service failed"):
+            return ProvisionResult(error=f"Ironic node {node['name']} is in state {state!r}, which servicing cannot "
+                                         "start from")
+        changes = settings_changes(firmware_settings, self._current_settings(node)) if firmware_settings else {}
+        if changes:
+            self.ironic.service(node, [bios_step(changes)])
+            return _busy(f"servicing: applying the firmware settings {', '.join(sorted(changes))}")
+        if state == "service failed":  # nothing is left to apply: back to active
+            self.ironic.set_provision_state(node, "abort")
+            return _busy("ending the servicing")
+        return ProvisionResult(message="serviced")
+
     @_answers(FirmwareSettings)
     def firmware_settings(self) -> FirmwareSettings:
         settings, schema = bios_settings(self.ironic.bios_settings(self._registered()))

@@ -29,6 +29,7 @@ class Answers:
     inspect: Inspection = field(default_factory=lambda: Inspection(hardware=HARDWARE))
     prepare: ProvisionResult = field(default_factory=ProvisionResult)
     firmware_settings: FirmwareSettings = field(default_factory=FirmwareSettings)
+    service: ProvisionResult = field(default_factory=ProvisionResult)
     provision: ProvisionResult = field(default_factory=ProvisionResult)
     adopt: ProvisionResult = field(default_factory=ProvisionResult)
     deprovision: ProvisionResult = field(default_factory=ProvisionResult)
@@ -64,6 +65,11 @@ class FixtureProvisioner:
     def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
         self.calls.append("prepare" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else ""))
         return self.answers.prepare
+
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
+        self.calls.append("service" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else "")
+                          + (" (restart)" if restart else ""))
+        return self.answers.service
 
     def firmware_settings(self) -> FirmwareSettings:
         self.calls.append("firmware_settings")

@@ -117,7 +117,8 @@ def test_the_spec_is_judged_against_the_settings_and_schema(store, wanted, chang
     assert firmware.pending_settings(store.get(ref)) is None  # not judged yet at this generation
     result = reconcile(store, ref)
     settings = store.get(ref)
-    assert conditions(settings) == {"ChangeDetected": (changed, ""), "Valid": (valid, message)}
+    when = "applied by the host while it is available" if applied else ""
+    assert conditions(settings) == {"ChangeDetected": (changed, when), "Valid": (valid, message)}
     assert {c["observedGeneration"] for c in settings["status"]["conditions"]} == {2}
     assert result.requeue_after == (hfs.REQUEUE_CHANGE_DETECTED if changed == "True" else hfs.REQUEUE)
     assert firmware.pending_settings(settings) == applied
@@ -174,3 +175,24 @@ def test_registration_gives_a_host_its_settings_and_adopts_settings_made_before_
         settings = store.get(Ref(firmware.API, firmware.SETTINGS_KIND, name, "ns"))
         assert [o["uid"] for o in settings["metadata"]["ownerReferences"]] == [host["metadata"]["uid"]]
     assert store.get(Ref.of(premade))["spec"]["settings"] == {"ProcTurboMode": "Disabled"}  # kept as it was
+
+
+@pytest.mark.parametrize("policy, when", [
+    pytest.param(None, "the host is provisioned: not applied until it is available again, or until a "
+                       "HostUpdatePolicy h with firmwareSettings onReboot allows servicing it when it reboots",
+                 id="no-policy"),
+    pytest.param({"firmwareUpdates": "onReboot"}, "the host is provisioned: not applied until it is available again, "
+                 "or until a HostUpdatePolicy h with firmwareSettings onReboot allows servicing it when it reboots",
+                 id="a-policy-for-other-changes"),
+    pytest.param({"firmwareSettings": "onReboot"}, "the host is provisioned: applied by servicing when it next "
+                 "reboots (its HostUpdatePolicy allows it)", id="a-policy-that-allows-it"),
+])
+def test_a_provisioned_hosts_pending_change_says_when_it_is_applied(store, policy, when):
+    ref = registered_host(store, state=bmh.PROVISIONED)
+    if policy is not None:
+        store.create({"apiVersion": firmware.API, "kind": firmware.UPDATE_POLICY_KIND,
+                      "metadata": {"name": "h", "namespace": "ns"}, "spec": policy})
+    ask(store, ref, {"ProcTurboMode": "Disabled"})
+    reconcile(store, ref)
+    assert conditions(store.get(ref))["ChangeDetected"] == ("True", when)
+

@@ -51,6 +51,7 @@ class Case:
     deleting: bool = False
     check: Callable[[dict[str, Any]], bool] | None = None  # on the host as stored afterwards
     firmware: dict[str, Any] | None = None  # the host's HostFirmwareSettings: its spec and status (settings())
+    policy: dict[str, Any] | None = None  # the spec of the host's HostUpdatePolicy
 
 
 def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, judged: bool = True) -> dict[str, Any]:
@@ -64,6 +65,12 @@ def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, j
 
 
 TURBO_OFF = {"ProcTurboMode": "Disabled"}
+SETTINGS_ON_REBOOT = {"firmwareSettings": "onReboot"}
+REBOOTING = {"spec": {"online": True, "image": {"url": "http://i/os.img", "checksum": "abc"}},
+             "annotations": {"reboot.metal3.io": ""}}
+ON = {"poweredOn": True}
+SERVICING = {"poweredOn": True, "operationalStatus": "servicing"}
+SERVICING_FAILED = {"poweredOn": True, "errorType": "servicing error", "errorMessage": "it broke"}
 CURRENT = {"firmware_settings": FirmwareSettings(settings={"ProcTurboMode": "Enabled"})}
 APPLIED = {"firmware_settings": FirmwareSettings(settings=TURBO_OFF)}
 
@@ -288,6 +295,41 @@ CASES = [
     case("failed-settings-are-a-preparation-error", S.PREPARING, S.PREPARING, BACKOFF, error=S.PREPARATION_ERROR,
          firmware=settings(TURBO_OFF), answers={"prepare": FAILED}),
 
+    # -- servicing: firmware settings applied to a provisioned host as it reboots, under its HostUpdatePolicy ----
+    case("reboot-under-a-policy-starts-servicing", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=ON,
+         firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT, answers=CURRENT,
+         calls=("register", "adopt", "firmware_settings"), check=status_of(operationalStatus="servicing")),
+    case("servicing-under-way", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=SERVICING,
+         firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT, answers={"service": BUSY},
+         calls=("register", "adopt", "service {'ProcTurboMode': 'Disabled'}"),
+         check=status_of(operationalStatus="servicing")),
+    case("serviced-host-is-ok-and-its-reboot-done", S.PROVISIONED, S.PROVISIONED, None, **REBOOTING,
+         status=SERVICING, firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT,
+         answers={"power": Power(powered_on=True)},
+         calls=("register", "adopt", "service {'ProcTurboMode': 'Disabled'}", "power on"),
+         check=lambda h: h["status"]["operationalStatus"] == "OK"
+         and bmh.REBOOT_ANNOTATION not in (h["metadata"].get("annotations") or {})),
+    case("servicing-failure-is-a-servicing-error", S.PROVISIONED, S.PROVISIONED, BACKOFF, **REBOOTING,
+         status=SERVICING, error=S.SERVICING_ERROR, firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT,
+         answers={"service": FAILED},
+         check=status_of(operationalStatus="error")),
+    case("servicing-error-is-tried-again", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=SERVICING_FAILED,
+         firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT, answers={"service": BUSY},
+         calls=("register", "adopt", "service {'ProcTurboMode': 'Disabled'} (restart)")),
+    case("servicing-reverted-when-its-policy-goes", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING,
+         status=SERVICING_FAILED,
+         firmware=settings(TURBO_OFF), answers={"service": BUSY}, calls=("register", "adopt", "service (restart)")),
+    case("reboot-without-a-policy-is-only-a-reboot", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=ON,
+         firmware=settings(TURBO_OFF), answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True)},
+         calls=("register", "adopt", "power on (hard reboot)")),
+    case("a-policy-for-firmware-updates-does-not-allow-settings", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING,
+         status=ON, firmware=settings(TURBO_OFF), policy={"firmwareUpdates": "onReboot"},
+         answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True)},
+         calls=("register", "adopt", "power on (hard reboot)")),
+    case("no-servicing-unless-it-reboots", S.PROVISIONED, S.PROVISIONED, None, spec={**ONLINE, **IMAGE},
+         status={"poweredOn": True}, firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT,
+         answers={"power": Power(powered_on=True)}, calls=("register", "adopt", "power on")),
+
     # -- detached and paused -------------------------------------------------------------------------------
     case("detached-host-is-forgotten", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
          annotations={bmh.DETACHED_ANNOTATION: ""}, calls=("detach",),
@@ -325,6 +367,9 @@ def make_host(store: LocalStore, case: Case) -> Ref:
         made = store.create({"apiVersion": bmh.API, "kind": "HostFirmwareSettings",
                              "metadata": {"name": "h", "namespace": "ns"}, "spec": case.firmware["spec"]})
         store.update_status({**made, "status": case.firmware["status"]})
+    if case.policy is not None:
+        store.create({"apiVersion": bmh.API, "kind": "HostUpdatePolicy", "metadata": {"name": "h", "namespace": "ns"},
+                      "spec": case.policy})
     if case.deleting:
         store.delete(ref)
     return ref

@@ -97,6 +97,9 @@ class RecordingIronic:
         steps = [f"{step['interface']}.{step['step']} {step['args']}" for step in kwargs.get("clean_steps") or []]
         self._record(" ".join([target, *steps]) + (" with a config drive" if "config_drive" in kwargs else ""))
 
+    def service(self, node, steps):
+        self._record(" ".join(["service", *(f"{step['interface']}.{step['step']} {step['args']}" for step in steps)]))
+
     def clear_maintenance(self, node):
         self._record("maintenance off")
 
@@ -141,6 +144,9 @@ BIOS = [{"name": "ProcTurboMode", "value": "Enabled", "attribute_type": "Enumera
         {"name": "NumCores", "value": "10", "attribute_type": "Integer", "lower_bound": 10, "upper_bound": 20,
          "read_only": True},
         {"name": "SysPassword", "value": "", "attribute_type": "Password", "read_only": False}]
+
+
+TURBO_OFF = {"ProcTurboMode": "Disabled"}
 
 
 def test_firmware_settings_and_their_schema_from_ironics_bios_settings():
@@ -225,6 +231,31 @@ OPERATIONS = [
     pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}),
                  node(provision_state="clean failed", maintenance=True, last_error="invalid value", bios=BIOS), {},
                  ["maintenance off", "manage"], "failed", id="prep-clean-failed-back-to-manageable"),
+    # service (a provisioned host's firmware settings)
+    pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="active", bios=BIOS), {},
+                 ["service bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"],
+                 "busy", id="serv-starts"),
+    pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="servicing", bios=BIOS), {}, [], "busy",
+                 id="serv-under-way"),
+    pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="service wait", bios=BIOS), {}, [],
+                 "busy", id="serv-waiting"),
+    pytest.param(lambda p: p.service({"ProcTurboMode": "Enabled"}, False), node(provision_state="active", bios=BIOS),
+                 {}, [], "done", id="serv-nothing-to-apply"),
+    pytest.param(lambda p: p.service(TURBO_OFF, False),
+                 node(provision_state="service failed", maintenance=True, last_error="x", bios=BIOS), {}, [],
+                 "failed", id="serv-failed-is-reported"),
+    pytest.param(lambda p: p.service(TURBO_OFF, True),
+                 node(provision_state="service failed", maintenance=True, last_error="x", bios=BIOS), {},
+                 ["maintenance off"], "busy", id="serv-restart-leaves-maintenance-first"),
+    pytest.param(lambda p: p.service(TURBO_OFF, True), node(provision_state="service failed", bios=BIOS), {},
+                 ["service bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"],
+                 "busy", id="serv-restarts"),
+    pytest.param(lambda p: p.service({}, True), node(provision_state="service failed", bios=BIOS), {}, ["abort"],
+                 "busy", id="serv-reverted-by-aborting"),
+    pytest.param(lambda p: p.service({}, False), node(provision_state="service wait", bios=BIOS), {}, ["abort"],
+                 "busy", id="serv-nothing-asked-any-more-aborts"),
+    pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="deploying", bios=BIOS), {}, [],
+                 "failed", id="serv-not-from-deploying"),
     # provision
     pytest.param(lambda p: p.provision(HOST, dict), node(), {}, ["provide"], "busy", id="prov-provide"),
     pytest.param(lambda p: p.provision(HOST, dict), node(automated_clean=False), {},
@@ -308,7 +339,7 @@ def test_a_lock_is_looked_at_again_soon_and_the_power_state_still_read():
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 11
+    assert len(operations) == 12
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
