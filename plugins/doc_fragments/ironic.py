@@ -36,6 +36,14 @@ options:
         excepted); others wait with C(operationalStatus=delayed), as upstream's E(PROVISIONING_LIMIT).
       - Default from E(PROVISIONING_LIMIT), else 20.
     type: int
+  max_provisioning_retries:
+    description:
+      - How many times a host's deploys of one image may fail before it stops trying it, as upstream's
+        C(--max-provisioning-retries). Each failure is counted in C(status.provisioningFailCount) and the host
+        deprovisions, then tries again; at the limit it rests in C(available) with C(errorType=provisioning error)
+        until C(spec.image) changes or C(status.provisioningFailCount) is reset to 0.
+      - C(0) means no limit. Default from E(MAX_PROVISIONING_RETRIES), else 5.
+    type: int
   deploy_kernel_url:
     description:
       - URL of the deploy ramdisk's kernel (an ironic-python-agent kernel) that hosts boot to be inspected, cleaned

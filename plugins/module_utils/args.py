@@ -66,7 +66,8 @@ def validate_definition(definition: Object, existing: Object | None) -> None:
 
 
 # Ironic: documented once in the metal3.baremetal.ironic doc fragment. Env names are openstacksdk's
-# (OS_CLOUD) and baremetal-operator's (IRONIC_ENDPOINT, PROVISIONING_LIMIT, IRONIC_CLIENT_TIMEOUT).
+# (OS_CLOUD) and baremetal-operator's (IRONIC_ENDPOINT, PROVISIONING_LIMIT, IRONIC_CLIENT_TIMEOUT); upstream's
+# --max-provisioning-retries flag is MAX_PROVISIONING_RETRIES here.
 IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
     "ironic_cloud": {"type": "str", "fallback": (env_fallback, ["OS_CLOUD"])},
     "ironic_url": {"type": "str", "fallback": (env_fallback, ["IRONIC_ENDPOINT"])},
@@ -74,6 +75,7 @@ IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
     "ironic_password": {"type": "str", "no_log": True, "fallback": (env_fallback, ["IRONIC_PASSWORD"])},
     "ironic_timeout": {"type": "int", "fallback": (env_fallback, ["IRONIC_CLIENT_TIMEOUT"])},
     "provisioning_limit": {"type": "int", "fallback": (env_fallback, ["PROVISIONING_LIMIT"])},
+    "max_provisioning_retries": {"type": "int", "fallback": (env_fallback, ["MAX_PROVISIONING_RETRIES"])},
     "deploy_kernel_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_KERNEL_URL"])},
     "deploy_ramdisk_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_RAMDISK_URL"])},
     "deploy_iso_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_ISO_URL"])},
@@ -81,7 +83,7 @@ IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
 
 
 # The least values of the Ironic options (ModuleSpec.minimums); 0 stands for the default, as it always has.
-IRONIC_MINIMUMS = {"ironic_timeout": 0, "provisioning_limit": 0}
+IRONIC_MINIMUMS = {"ironic_timeout": 0, "provisioning_limit": 0, "max_provisioning_retries": 0}
 
 
 def with_ironic(spec: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""Files served over HTTP on 127.0.0.1 from a dict (path -> bytes), each GET recorded: what a claim's image and
-checksum URLs name in tests of the real fetch (the policy in those tests allows 127.0.0.1 by name)."""
+"""Files served over HTTP on 127.0.0.1 from a dict (path -> bytes), each GET (and HEAD) recorded: what a claim's
+image and checksum URLs name in tests of the real fetch (the policy in those tests allows 127.0.0.1 by name), and
+the images Ironic checks before a direct deploy."""
 from __future__ import annotations
 
 import http.server
@@ -15,15 +16,23 @@ class ServedFiles:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                body = self._head()
+                if body is not None:
+                    self.wfile.write(body)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - http.server's name; Ironic checks an image URL so
+                self._head()
+
+            def _head(self) -> bytes | None:
                 served.requests.append(self.path)
                 body = served.files.get(self.path)
                 if body is None:
                     self.send_error(404, "no such file here")
-                    return
+                    return None
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                return body
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -5,6 +5,7 @@ test is about the host's life, the local one where it is about Ironic or the BMC
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -17,6 +18,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
+from tests.harness.http_files import ServedFiles
 from tests.harness.ironic import RedfishEmulator, free_port
 
 BMC_PASSWORD = "Bmc-pa55word-9c1e"
@@ -182,6 +184,63 @@ def test_a_boot_mac_another_node_has_is_a_registration_error(store, namespace, c
     assert st["operationalStatus"] == "error" and st["errorCount"] == 1
     assert last.requeue_after and last.requeue_after > 0  # tried again after a backoff
     assert client.get_node(f"{namespace}~second") is None
+
+
+@pytest.fixture
+def images():
+    served = ServedFiles()
+    yield served
+    served.close()
+
+
+def served_image(images: ServedFiles, path: str) -> dict[str, str]:
+    images.files[path] = f"the disk image at {path}".encode()
+    return {"url": images.url(path), "checksum": hashlib.sha256(images.files[path]).hexdigest(),
+            "checksumType": "sha256"}
+
+
+def test_a_deploy_that_keeps_failing_stops_at_the_retry_limit_until_the_image_changes(store, namespace, client,
+                                                                                        ironic, images):
+    import openstack
+
+    # fake://...?deploy_interface=direct: a direct deploy on fake hardware waits for an agent that never calls back;
+    # Ironic's abort (API 1.110) fails it, as a deploy whose agent fails. No cleaning: it too would wait for one.
+    sdk = openstack.connect(cloud=ironic.cloud).baremetal
+    bad = served_image(images, "/os.img")
+    ref = make_host(store, namespace, "failing", "fake://failing?deploy_interface=direct", image=bad,
+                    automatedCleaningMode="disabled")
+    node_name, aborted = f"{namespace}~failing", []
+
+    def failing_step() -> bmh.HostStep:
+        node = client.get_node(node_name)
+        if node and node["provision_state"] == "wait call-back":
+            response = sdk.put(f"/nodes/{node['id']}/states/provision", json={"target": "abort"},
+                               microversion="1.110")
+            assert response.status_code == 202, response.text
+            aborted.append(node["instance_info"]["image_source"])
+        return bmh.reconcile_host(store, ironic_provisioners(client), ref, max_provisioning_retries=2)
+
+    last, _reached = bmh.wait_for_host(failing_step, ("settled",), 240)
+    st = status(store, ref)
+    assert (last.state, st["errorType"], st["provisioningFailCount"]) == ("available", "provisioning error", 2)
+    assert st["errorMessage"] == ("provisioning failed 2 times, retry limit (2) reached; change image or reset "
+                                  "provisioningFailCount to retry")
+    assert aborted == [bad["url"]] * 2 and st["lastAttemptedImage"] == bad
+    assert client.get_node(node_name)["provision_state"] == "available"  # undeployed, not tried a third time
+
+    # Deploys would work now (no agent awaited), but the image is the same: the host stays where it stopped.
+    store.patch(ref, {"spec": {"bmc": {"address": "fake://failing"}}})
+    again = bmh.reconcile_host(store, ironic_provisioners(client), ref, max_provisioning_retries=2)
+    assert again.requeue_after is None and status(store, ref)["provisioningFailCount"] == 2
+    assert client.get_node(node_name)["provision_state"] == "available"
+
+    good = served_image(images, "/fixed.img")
+    store.patch(ref, {"spec": {"image": good}})
+    wait(store, client, ref, "provisioned")
+    st = status(store, ref)
+    assert (st["provisioningFailCount"], st.get("errorType", ""), st["lastAttemptedImage"]) == (0, "", good)
+    node = client.get_node(node_name)
+    assert (node["provision_state"], node["instance_info"]["image_source"]) == ("active", good["url"])
 
 
 def test_paused_hosts_are_left_alone(store, namespace, client):

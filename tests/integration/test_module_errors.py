@@ -50,6 +50,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("baremetal_host", {"concurrency": 0}, "concurrency: Invalid value: 0: must be greater than or equal to 1"),
     ("baremetal_host", {"name": "h", "provisioning_limit": -1},
      "provisioning_limit: Invalid value: -1: must be greater than or equal to 0"),
+    ("baremetal_host", {"name": "h", "max_provisioning_retries": -1},
+     "max_provisioning_retries: Invalid value: -1: must be greater than or equal to 0"),
     ("metal3machine", {"wait_for": "ready", "wait_timeout": -5},
      "wait_timeout: Invalid value: -5: must be greater than or equal to 0"),
     ("machines", {"name": "m", "cluster": "c", "template": "t", "replicas": -1},

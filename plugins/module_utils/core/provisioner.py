@@ -122,7 +122,8 @@ class Provisioner(Protocol):
         """The host's current firmware settings and their schema (none before it is registered)."""
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
-        """Deploy ``host.image`` (or its custom deploy); an image that already failed is not tried again."""
+        """Deploy ``host.image`` (or its custom deploy); a deploy of it that failed is reported as failed (not
+        started again) until the host is deprovisioned."""
 
     def adopt(self, host: HostData) -> ProvisionResult:
         """Take over a host that already runs its image (registered again after a detach, or external)."""

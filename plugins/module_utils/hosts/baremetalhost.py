@@ -107,6 +107,8 @@ SERVICING_ERROR = "servicing error"
 BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
 FIRMWARE_SETTINGS_WAIT = 60.0  # upstream's subResourceNotReadyRetryDelay
 FIRMWARE_SETTINGS_RECHECK = 600.0  # an available host with a HostFirmwareSettings looks at it again
+# Failed deploys of one image before a host stops trying it (0: no limit), unless the caller says otherwise.
+MAX_PROVISIONING_RETRIES = IronicOptions.max_provisioning_retries
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 
 
@@ -168,13 +170,15 @@ class HostFailure(Exception):
         self.retry = retry  # False: the same attempt cannot succeed; wait for the spec to change
 
 
-def reconcile_host(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry_run: bool = False) -> HostStep:
-    """One step of the host named by ``ref``; ``provisioners`` gives each host its provisioner."""
+def reconcile_host(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry_run: bool = False,
+                   max_provisioning_retries: int = MAX_PROVISIONING_RETRIES) -> HostStep:
+    """One step of the host named by ``ref``; ``provisioners`` gives each host its provisioner. A host whose deploys
+    of one image failed ``max_provisioning_retries`` times stops trying it (0: it tries for ever)."""
     try:
         host = store.get(ref)
     except NotFound:
         return HostStep(None, message="not found", state=NONE)
-    step = _Reconcile(store, provisioners, host, dry_run).run()
+    step = _Reconcile(store, provisioners, host, dry_run, max_provisioning_retries).run()
     step.before = host_state(host)
     return step
 
@@ -229,7 +233,7 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
                                                ironic_options.provisioning_limit)
 
             def step() -> HostStep:
-                result = reconcile_host(store, provisioners, ref, dry_run)
+                result = reconcile_host(store, provisioners, ref, dry_run, ironic_options.max_provisioning_retries)
                 report_host(ref, result)
                 return result
 
@@ -246,14 +250,17 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
 class _Reconcile:
     """One reconcile of one host: the handlers of the state machine share this state."""
 
-    def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool):
+    def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool,
+                 max_provisioning_retries: int = MAX_PROVISIONING_RETRIES):
         self.store, self.provisioners, self.host, self.dry_run = store, provisioners, host, dry_run
+        self.max_provisioning_retries = max_provisioning_retries
         self.ref = Ref.of(host)
         self.spec: BareMetalHostSpec = cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})
         self.annotations: dict[str, str] = host["metadata"].get("annotations") or {}
         self.status: dict[str, Any] = copy.deepcopy(host.get("status") or {})
         self.status.setdefault("provisioning", {}).setdefault("state", NONE)
         self.status.setdefault("errorCount", 0)
+        self.status.setdefault("provisioningFailCount", 0)
         self.changed = False
         self.deleted = False  # the finalizer is gone: nothing is left to write
         self.message = ""
@@ -673,6 +680,7 @@ class _Reconcile:
         # show the change a cleaning just applied yet.
         if settings and settings_changes(settings, self.provisioner.firmware_settings().settings):
             return self._advance(PREPARING, "firmware settings to apply")
+        self._check_retry_limit()
         if self._wants_image():
             capacity = self.provisioner.has_capacity()
             if not capacity.granted:
@@ -696,15 +704,51 @@ class _Reconcile:
             return waiting
         if not self._wants_image():
             return self._advance(DEPROVISIONING, "image removed")
-        waiting = self._check(self.provisioner.provision(self._host_data()[0], self._config_drive),
-                              PROVISIONING_ERROR)
+        if self.spec.get("image"):
+            self.status["lastAttemptedImage"] = copy.deepcopy(self._image())
+        result = self.provisioner.provision(self._host_data()[0], self._config_drive)
+        if result.error:
+            return self._provisioning_failed(result.error)
+        waiting = self._check(result, PROVISIONING_ERROR)
         if waiting is not None:
             return waiting
+        self.status["provisioningFailCount"] = 0
         self.status["provisioning"]["image"] = self._image()
         if self._custom_deploy():
             self.status["provisioning"]["customDeploy"] = self.spec["customDeploy"]
         self._history("provision", "end")
         return self._advance(PROVISIONED, "provisioned")
+
+    def _provisioning_failed(self, message: str) -> Action:
+        """A deploy failed: counted in provisioningFailCount, then the host deprovisions and, back in available,
+        tries again until the retry limit (upstream's loop). The error stays on the host while it deprovisions.
+
+        The count and the move to deprovisioning are one status write. When that write is lost, the host is
+        still provisioning at the next step, and the provisioner reports the same failure again: Ironic keeps
+        the failed deploy (its state and image) until the host is undeployed, so the failure is counted then,
+        once. Once the write is made, provision() is not called again before the undeploy: no failure is
+        counted twice."""
+        action = self._fail(HostFailure(PROVISIONING_ERROR, message))
+        self.status["provisioningFailCount"] = self.status.get("provisioningFailCount", 0) + 1
+        self.status["provisioning"]["state"] = DEPROVISIONING
+        self._history("deprovision", "start", force=True)
+        self.message = f"{self.message}; deprovisioning (failed {self.status['provisioningFailCount']} times)"
+        return action
+
+    def _check_retry_limit(self) -> None:
+        """In available: the fail count starts again for a new image (or with none), and a host whose deploys
+        of its image failed max_provisioning_retries times stops, until the image or the count is changed."""
+        if not self._wants_image():
+            if self.status.get("provisioningFailCount"):
+                self.status["provisioningFailCount"] = 0
+                self.status.pop("lastAttemptedImage", None)
+            return
+        if (self.spec.get("image") or None) != (self.status.get("lastAttemptedImage") or None):
+            self.status["provisioningFailCount"] = 0
+        count, limit = self.status.get("provisioningFailCount", 0), self.max_provisioning_retries
+        if limit and count >= limit:
+            raise HostFailure(PROVISIONING_ERROR, f"provisioning failed {count} times, retry limit ({limit}) reached; "
+                                                  "change image or reset provisioningFailCount to retry", retry=False)
 
     def _provisioned(self) -> Action:
         waiting = self._register()
@@ -782,10 +826,10 @@ class _Reconcile:
             return waiting
         self._history("deprovision", "end")
         self.status["provisioning"]["image"] = {}
-        self.status.pop("lastAttemptedImage", None)  # no longer written; an older status may hold it
         if deleting:
             return self._advance(POWERING_OFF_BEFORE_DELETE, "deprovisioned")
-        return self._advance(PROVISIONING if self._wants_image() else AVAILABLE, "deprovisioned")
+        # Available first, as upstream: a host with an image provisions from there, within its retry limit.
+        return self._advance(AVAILABLE, "deprovisioned")
 
     def _delete(self) -> Action:
         state = self.state

@@ -51,6 +51,9 @@ _SCHEMES: dict[str, tuple[str, str, dict[str, str]]] = {
                                        "raid_interface": "fake", "bios_interface": "fake",
                                        "vendor_interface": "fake", "console_interface": "fake"}),
 }
+# The deploy interfaces a fake:// address may ask for (fake://name?deploy_interface=direct): direct deploys wait for an
+# agent that never calls back on fake hardware, so that a test can make deploys fail (Ironic's abort).
+FAKE_DEPLOY_INTERFACES = ("fake", "direct")
 # The out-of-band inspection of the drivers that have one (inspectionMode: fast); the agent inspects otherwise.
 OUT_OF_BAND_INSPECTION = {"redfish": "redfish", "idrac": "idrac-redfish"}
 # Boot interfaces that can boot the deploy ramdisk from an ISO (upstream's DEPLOY_ISO_URL).
@@ -99,4 +102,10 @@ def driver_for(address: str, username: str, password: str, disable_certificate_v
             info["redfish_verify_ca"] = False
     else:
         info = {}
+        deploy = parse_qs(parts.query).get("deploy_interface")
+        if deploy:
+            if deploy[0] not in FAKE_DEPLOY_INTERFACES:
+                raise Invalid(f"{field}: Unsupported value: {deploy[0]!r}: supported deploy_interface of fake:// "
+                              f"addresses: {', '.join(FAKE_DEPLOY_INTERFACES)}")
+            interfaces = {**interfaces, "deploy_interface": deploy[0]}
     return Driver(driver, info, {"boot_interface": boot, **interfaces})

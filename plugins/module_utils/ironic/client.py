@@ -47,6 +47,9 @@ class IronicOptions:
     password: str | None = None
     timeout: float = 30.0
     provisioning_limit: int = 20
+    # Failed deploys of one image before a host stops trying it (0: no limit), as upstream's
+    # --max-provisioning-retries; the state machine's setting, given with the other options of host reconciles.
+    max_provisioning_retries: int = 5
     # The deploy ramdisk every host boots to be inspected, cleaned and deployed, as upstream's
     # DEPLOY_KERNEL_URL / DEPLOY_RAMDISK_URL / DEPLOY_ISO_URL.
     deploy_kernel: str = ""
@@ -59,6 +62,9 @@ class IronicOptions:
                    username=params.get("ironic_username"), password=params.get("ironic_password"),
                    timeout=float(params.get("ironic_timeout") or 30),
                    provisioning_limit=int(params.get("provisioning_limit") or 20),
+                   max_provisioning_retries=int(cls.max_provisioning_retries
+                                                if params.get("max_provisioning_retries") is None
+                                                else params["max_provisioning_retries"]),
                    deploy_kernel=params.get("deploy_kernel_url") or "",
                    deploy_ramdisk=params.get("deploy_ramdisk_url") or "",
                    deploy_iso=params.get("deploy_iso_url") or "")

@@ -7,8 +7,8 @@ step Ironic's state calls for and answers with a small result, as baremetal-oper
 does. What Ironic refuses becomes the result's error (a node locked by another operation, HTTP 409, is
 "look again soon"); Ironic not answering raises IronicUnavailable, so that the host records nothing.
 Decisions that must survive a lost status write are taken from Ironic's own state: an inspection is
-started or over by the node's state and inspection_finished_at, an image already failed by the node's
-instance_info.
+started or over by the node's state and inspection_finished_at, a deploy of the image failed by the node's
+state and instance_info.
 """
 from __future__ import annotations
 
@@ -266,9 +266,10 @@ class IronicProvisioner:
         if state == "clean failed":
             self.ironic.set_provision_state(node, "manage")
             return ProvisionResult(error=node["last_error"] or "cleaning failed")
-        # The image that failed is the one Ironic holds: not a status field a lost write could have dropped.
+        # The image that failed is the one Ironic holds: not a status field a lost write could have dropped. The
+        # state machine counts the failure and undeploys before it tries again.
         if state == "deploy failed" and _deployed(node, host):
-            return ProvisionResult(error=node["last_error"] or "deploy failed", retry=False)
+            return ProvisionResult(error=node["last_error"] or "deploy failed")
         if state in ("available", "deploy failed"):
             self._deploy(node, host, config_drive)
             return _busy(f"deploying {host.image.get('url') or host.custom_deploy}")

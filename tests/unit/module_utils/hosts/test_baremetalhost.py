@@ -101,6 +101,15 @@ def settle(store, ironic, ref, limit=20, steps=30):
     raise AssertionError(f"not settled: {last}")
 
 
+def rest(store, ironic, ref, steps=60):
+    """Steps until the host has nothing to do (through the back-offs settle() stops at)."""
+    for _step in range(steps):
+        last = reconcile(store, ironic, ref)
+        if last.requeue_after is None:
+            return last
+    raise AssertionError(f"not at rest: {last}")
+
+
 def test_a_host_without_bmc_address_is_unmanaged(store):
     store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": "u", "namespace": "ns"},
                   "spec": {"online": False}})
@@ -238,11 +247,17 @@ def test_a_host_whose_inspection_failed_moves_on_once_inspection_is_disabled(sto
 
 
 class FailingDeploy(ScriptedIronic):
-    """Ironic whose every deploy fails, keeping the instance_info it was given, as Ironic does."""
+    """Ironic whose deploys fail (every one, or those of the image ``failing``), keeping the instance_info it was
+    given, as Ironic does."""
+
+    def __init__(self, failing: str = ""):
+        super().__init__()
+        self.failing = failing
 
     def set_provision_state(self, node, target, **kwargs):
         super().set_provision_state(node, target, **kwargs)
-        if target == "active":
+        image = self.nodes[node["id"]]["instance_info"].get("image_source")
+        if target == "active" and (not self.failing or image == self.failing):
             self.nodes[node["id"]].update(provision_state="deploy failed", last_error="Image download failed")
 
 
@@ -265,8 +280,9 @@ def losing_the_status_write_of(ironic, target, store, monkeypatch):
 # decision → the Ironic call whose status write is lost → how often Ironic is asked, where the host ends
 LOST_WRITES = [
     pytest.param(ScriptedIronic, {}, "inspect", 1, "available", "", id="inspection-already-started"),
-    pytest.param(FailingDeploy, {"image": {"url": "http://i/os.img", "checksum": "abc"}}, "active", 1,
-                 "provisioning", "provisioning error", id="image-already-failed"),
+    # every deploy fails: one deploy per attempt up to the retry limit, the failure whose write was lost counted once
+    pytest.param(FailingDeploy, {"image": {"url": "http://i/os.img", "checksum": "abc"}}, "active",
+                 bmh.MAX_PROVISIONING_RETRIES, "available", "provisioning error", id="deploy-already-failed"),
 ]
 
 
@@ -275,18 +291,27 @@ def test_decisions_survive_a_lost_status_write(store, monkeypatch, ironic_kind, 
     ironic = ironic_kind()
     ref = host(store, **spec)
     losing_the_status_write_of(ironic, target, store, monkeypatch)
-    last = settle(store, ironic, ref)
+    last = rest(store, ironic, ref)
     assert ironic.calls.count(target) == asked  # not asked again: Ironic's state told the step it was done
     assert (last.state, store.get(ref)["status"].get("errorType", "")) == (state, error)
+    assert store.get(ref)["status"]["provisioningFailCount"] == (asked if error else 0)
 
 
-def test_a_new_image_after_a_failed_one_is_deployed(store):
-    ironic = FailingDeploy()
+def test_a_failing_image_is_tried_up_to_the_retry_limit_and_a_new_image_is_deployed(store):
+    ironic = FailingDeploy(failing="http://i/os.img")
     ref = host(store, image={"url": "http://i/os.img"})
     assert settle(store, ironic, ref).error.startswith("provisioning error: Image download failed")
+    last = rest(store, ironic, ref)
+    status = store.get(ref)["status"]
+    assert (last.state, status["provisioningFailCount"], ironic.calls.count("active")) == ("available", 5, 5)
+    assert last.error == ("provisioning error: provisioning failed 5 times, retry limit (5) reached; change image "
+                          "or reset provisioningFailCount to retry")
+    assert ironic.calls.count("deleted") == 5  # each failed deploy undeployed before the next
     store.patch(ref, {"spec": {"image": {"url": "http://i/fixed.img"}}})
-    settle(store, ironic, ref)
-    assert ironic.calls.count("active") == 2
+    last = rest(store, ironic, ref)
+    status = store.get(ref)["status"]
+    assert (last.state, last.error, status["provisioningFailCount"]) == ("provisioned", "", 0)
+    assert ironic.calls.count("active") == 6
 
 
 # preprovisioningNetworkDataName's secret → the registration's outcome (the node's network_data, or the error)

@@ -49,6 +49,7 @@ class Case:
     annotations: dict[str, str] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
     deleting: bool = False
+    retries: int = bmh.MAX_PROVISIONING_RETRIES  # the retry limit the reconcile is given
     check: Callable[[dict[str, Any]], bool] | None = None  # on the host as stored afterwards
     firmware: dict[str, Any] | None = None  # the host's HostFirmwareSettings: its spec and status (settings())
     policy: dict[str, Any] | None = None  # the spec of the host's HostUpdatePolicy
@@ -215,10 +216,56 @@ CASES = [
     # -- provisioning --------------------------------------------------------------------------------------
     case("deploy-under-way", S.PROVISIONING, S.PROVISIONING, POLL, spec=IMAGE, answers={"provision": BUSY},
          calls=("register", "provision http://i/os.img")),
-    case("deploy-failure-backs-off", S.PROVISIONING, S.PROVISIONING, BACKOFF, error=S.PROVISIONING_ERROR,
-         spec=IMAGE, answers={"provision": FAILED}),
-    case("image-that-failed-is-not-tried-again", S.PROVISIONING, S.PROVISIONING, None, error=S.PROVISIONING_ERROR,
-         spec=IMAGE, answers={"provision": FAILED_FOR_GOOD}),
+    case("deploy-records-the-image-it-attempts", S.PROVISIONING, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY}, check=status_of(lastAttemptedImage=IMAGE["image"], provisioningFailCount=0)),
+    case("deploy-failure-is-counted-and-deprovisions", S.PROVISIONING, S.DEPROVISIONING, BACKOFF,
+         error=S.PROVISIONING_ERROR, spec=IMAGE, answers={"provision": FAILED},
+         calls=("register", "provision http://i/os.img"),
+         check=status_of(provisioningFailCount=1, lastAttemptedImage=IMAGE["image"], errorMessage="it broke")),
+    case("deploy-failure-for-good-is-counted-too", S.PROVISIONING, S.DEPROVISIONING, BACKOFF,
+         error=S.PROVISIONING_ERROR, spec=IMAGE, answers={"provision": FAILED_FOR_GOOD},
+         status={"provisioningFailCount": 2, "lastAttemptedImage": IMAGE["image"]},
+         check=status_of(provisioningFailCount=3)),
+    case("deploy-failure-keeps-its-error-while-deprovisioning", S.DEPROVISIONING, S.DEPROVISIONING, POLL,
+         error=S.PROVISIONING_ERROR, spec=IMAGE, answers={"deprovision": BUSY},
+         status={"errorType": S.PROVISIONING_ERROR, "errorMessage": "it broke", "errorCount": 1,
+                 "provisioningFailCount": 1, "lastAttemptedImage": IMAGE["image"]}),
+    case("deprovisioned-after-a-failure-tries-again", S.DEPROVISIONING, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY},
+         status={"errorType": S.PROVISIONING_ERROR, "errorMessage": "it broke", "errorCount": 1,
+                 "provisioningFailCount": 4, "lastAttemptedImage": IMAGE["image"]},
+         calls=("register", "deprovision", "register", "has_capacity", "register", "provision http://i/os.img"),
+         check=status_of(provisioningFailCount=4, errorCount=0)),
+    case("retry-limit-reached-stops-in-available", S.AVAILABLE, S.AVAILABLE, None, error=S.PROVISIONING_ERROR,
+         spec=IMAGE, status={"provisioningFailCount": 5, "lastAttemptedImage": IMAGE["image"]}, calls=REGISTERED,
+         check=status_of(provisioningFailCount=5, operationalStatus="error",
+                         errorMessage="provisioning failed 5 times, retry limit (5) reached; change image or reset "
+                                      "provisioningFailCount to retry")),
+    case("retry-limit-as-given", S.AVAILABLE, S.AVAILABLE, None, error=S.PROVISIONING_ERROR, spec=IMAGE, retries=2,
+         status={"provisioningFailCount": 2, "lastAttemptedImage": IMAGE["image"]},
+         check=status_of(errorMessage="provisioning failed 2 times, retry limit (2) reached; change image or reset "
+                                      "provisioningFailCount to retry")),
+    case("retry-limit-0-is-no-limit", S.AVAILABLE, S.PROVISIONING, POLL, spec=IMAGE, retries=0,
+         answers={"provision": BUSY}, status={"provisioningFailCount": 50, "lastAttemptedImage": IMAGE["image"]},
+         check=status_of(provisioningFailCount=50)),
+    case("retry-limit-below-is-tried-again", S.AVAILABLE, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY}, status={"provisioningFailCount": 4, "lastAttemptedImage": IMAGE["image"]}),
+    case("retry-limit-reset-by-hand-tries-again", S.AVAILABLE, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY},
+         status={"errorType": S.PROVISIONING_ERROR, "errorMessage": "provisioning failed 5 times, ...",
+                 "errorCount": 1, "provisioningFailCount": 0, "lastAttemptedImage": IMAGE["image"]},
+         check=status_of(errorCount=0, operationalStatus="OK")),
+    case("new-image-resets-the-fail-count", S.AVAILABLE, S.PROVISIONING, POLL, spec=IMAGE,
+         answers={"provision": BUSY},
+         status={"errorType": S.PROVISIONING_ERROR, "errorMessage": "provisioning failed 5 times, ...",
+                 "provisioningFailCount": 5, "lastAttemptedImage": {"url": "http://i/old.img"}},
+         check=status_of(provisioningFailCount=0, lastAttemptedImage=IMAGE["image"])),
+    case("available-without-image-resets-the-fail-count", S.AVAILABLE, S.AVAILABLE, None,
+         status={"provisioningFailCount": 3, "lastAttemptedImage": IMAGE["image"]},
+         check=lambda h: h["status"]["provisioningFailCount"] == 0 and "lastAttemptedImage" not in h["status"]),
+    case("deployed-resets-the-fail-count", S.PROVISIONING, S.PROVISIONED, None, spec=IMAGE,
+         status={"provisioningFailCount": 3, "lastAttemptedImage": IMAGE["image"]},
+         check=status_of(provisioningFailCount=0, lastAttemptedImage=IMAGE["image"])),
     case("deployed-is-provisioned", S.PROVISIONING, S.PROVISIONED, None, spec=IMAGE,
          calls=("register", "provision http://i/os.img", "register", "adopt", "power off"),
          check=lambda h: h["status"]["provisioning"]["image"] == IMAGE["image"]
@@ -229,7 +276,8 @@ CASES = [
     case("image-removed-while-provisioning", S.PROVISIONING, S.DEPROVISIONING, POLL,
          answers={"deprovision": BUSY}, calls=("register", "register", "deprovision")),
     case("config-drive-from-missing-user-data-is-an-error", S.PROVISIONING, S.PROVISIONING, BACKOFF,
-         error=S.PROVISIONING_ERROR, spec={**IMAGE, "userData": {"name": "missing"}}, answers={"provision": BUSY}),
+         error=S.PROVISIONING_ERROR, spec={**IMAGE, "userData": {"name": "missing"}}, answers={"provision": BUSY},
+         check=status_of(provisioningFailCount=0)),  # no deploy failed: as upstream, not counted
     case("config-drive-from-another-namespace-is-refused", S.PROVISIONING, S.PROVISIONING, None,
          error=S.PROVISIONING_ERROR, spec={**IMAGE, "userData": {"name": "u", "namespace": "other"}},
          answers={"provision": BUSY}),
@@ -379,7 +427,7 @@ def make_host(store: LocalStore, case: Case) -> Ref:
 def test_host_state_machine(store, case: Case):
     ref = make_host(store, case)
     fixture = FixtureProvisioner(Answers(**case.answers))
-    step = bmh.reconcile_host(store, fixture, ref)
+    step = bmh.reconcile_host(store, fixture, ref, max_provisioning_retries=case.retries)
     if case.then is None:
         assert step.obj is None and store.get_if_exists(ref) is None, step
     else:

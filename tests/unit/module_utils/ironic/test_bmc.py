@@ -39,6 +39,11 @@ def test_addresses_map_to_drivers(address, driver, boot, info):
     assert shown == info
 
 
+@pytest.mark.parametrize(("address", "deploy"), [("fake://n", "fake"), ("fake://n?deploy_interface=direct", "direct")])
+def test_fake_addresses_may_ask_for_the_direct_deploy_that_waits_for_an_agent(address, deploy):
+    assert driver_for(address, "u", "p").interfaces["deploy_interface"] == deploy
+
+
 def test_credentials_are_in_driver_info_and_hidden_when_shown():
     mapped = driver_for("redfish://10.0.0.5/redfish/v1/Systems/1", "admin", "s3cret")
     assert mapped.driver_info["redfish_password"] == "s3cret"
@@ -59,6 +64,8 @@ def test_certificate_verification_can_be_disabled():
     ("[::1", r"spec\.bmc\.address: Invalid value: '\[::1': not a URL"),
     ("ipmi://bmc 1", r"spec\.bmc\.address: Invalid value: .* must not contain spaces"),
     (5, r"spec\.bmc\.address: Invalid value: 5: must be of type string"),
+    ("fake://n?deploy_interface=ansible", r"spec\.bmc\.address: Unsupported value: 'ansible': supported "
+                                          r"deploy_interface of fake:// addresses: fake, direct"),
 ])
 def test_bad_addresses_are_refused_naming_the_field(address, message):
     with pytest.raises(Invalid, match=message):

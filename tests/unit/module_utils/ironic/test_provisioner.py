@@ -267,7 +267,7 @@ OPERATIONS = [
     pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="available"), {},
                  ["patch instance_info", "active with a config drive"], "busy", id="prov-deploy"),
     pytest.param(lambda p: p.provision(HOST, dict), node(provision_state="deploy failed", instance_info=DEPLOYED),
-                 {}, [], "failed for good", id="prov-same-image-failed"),
+                 {}, [], "failed", id="prov-same-image-failed"),
     pytest.param(lambda p: p.provision(HOST, dict),
                  node(provision_state="deploy failed", instance_info={"image_source": "http://i/old.img"}), {},
                  ["patch instance_info", "active with a config drive"], "busy", id="prov-other-image-failed"),
