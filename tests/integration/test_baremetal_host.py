@@ -92,6 +92,8 @@ def test_lifecycle_register_inspect_provision_power_deprovision_delete(store, na
     assert st["operationHistory"]["inspect"]["end"]
     assert "hardware" in st and st["operationalStatus"] == "OK" and st["errorCount"] == 0
     assert {c["type"]: c["status"] for c in st["conditions"]}["Manageable"] == "True"
+    # fake hardware has no BMC to report a health (Ironic's node health is null): Healthy is unknown, as upstream's
+    assert {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}["Healthy"] == ("Unknown", "Unknown")
     assert client.get_node(node_name)["provision_state"] == "manageable"  # upstream keeps available hosts here
 
     store.patch(ref, {"spec": {"image": {"url": "http://images.example/os.qcow2", "checksum": "0" * 64,

@@ -143,6 +143,10 @@ class Provisioner(Protocol):
     def has_capacity(self) -> Capacity:
         """Whether one more host may start a long operation (inspect, clean, deploy) now."""
 
+    def health(self) -> str:
+        """The BMC's own health, as the back end last read it in this reconcile: OK, Warning, Critical, or ''
+        (not known)."""
+
 
 # (name of the host for the provisioner, its provisioner ID or "") -> the host's provisioner
 ProvisionerFactory = Callable[[str, str], Provisioner]

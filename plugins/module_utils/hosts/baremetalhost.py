@@ -104,6 +104,10 @@ POWER_MANAGEMENT_ERROR = "power management error"
 DETACH_ERROR = "detach error"
 SERVICING_ERROR = "servicing error"
 
+# The BMC's health (Provisioner.health) → the Healthy condition's status and reason, upstream's.
+HEALTH = {"OK": ("True", "Healthy"), "Warning": ("False", "Warning"), "Critical": ("False", "CriticalError")}
+UNKNOWN_HEALTH = ("Unknown", "Unknown")
+
 BACKOFF_BASE, BACKOFF_MAX = 5.0, 600.0
 FIRMWARE_SETTINGS_WAIT = 60.0  # upstream's subResourceNotReadyRetryDelay
 FIRMWARE_SETTINGS_RECHECK = 600.0  # an available host with a HostFirmwareSettings looks at it again
@@ -393,6 +397,16 @@ class _Reconcile:
     def _set_conditions(self) -> None:
         state, error = self.state, self.status.get("errorType")
         conditions = self.status.get("conditions")
+        # Healthy is the BMC's own health, as upstream's: unknown to a reconcile that did not reach the provisioner,
+        # or that the BMC does not tell, where the host has no Healthy condition yet; left as it was otherwise.
+        # (A Healthy condition of another reason is the one derived from errors before: replaced.)
+        health = HEALTH.get(self._provisioner.health() if self._provisioner is not None else "")
+        reasons = {reason for _status, reason in (*HEALTH.values(), UNKNOWN_HEALTH)}
+        if health is None and not any(c.get("type") == "Healthy" and c.get("reason") in reasons
+                                      for c in conditions or []):
+            health = UNKNOWN_HEALTH
+        if health is not None:
+            conditions = set_condition(conditions, "Healthy", *health)
         registered = state not in (NONE, UNMANAGED, REGISTERING)
         busy = state in (REGISTERING, INSPECTING, PREPARING, PROVISIONING, DEPROVISIONING,
                          POWERING_OFF_BEFORE_DELETE, DELETING)
@@ -402,11 +416,9 @@ class _Reconcile:
             ("AvailableForProvisioning", state in (AVAILABLE, READY) and not self.spec.get("consumerRef"),
              state or "None"),
             ("Progressing", busy, state or "None"),
-            ("Healthy", not error, "OK" if not error else error.title().replace(" ", "")),
             ("Ready", state in STABLE_STATES and not error, state or "None"),
         ):
-            conditions = set_condition(conditions, type_, value, reason,
-                                       self.status.get("errorMessage", "") if type_ == "Healthy" else "")
+            conditions = set_condition(conditions, type_, value, reason)
         self.status["conditions"] = conditions
 
     def _history(self, operation: str, edge: str, force: bool = False) -> None:

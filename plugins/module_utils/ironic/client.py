@@ -26,7 +26,8 @@ BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deployin
 VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
 NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
                "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
-               "deploy_interface", "boot_interface", "automated_clean")
+               "deploy_interface", "boot_interface", "automated_clean",
+               "health")  # the BMC's own health (API 1.109; None from an older Ironic or fake hardware)
 
 
 class IronicRefused(IronicRejected):

@@ -380,6 +380,11 @@ class IronicProvisioner:
         self.ironic.delete_node(node)
         return ProvisionResult(message=f"Ironic node {node['name']} removed")
 
+    def health(self) -> str:
+        """The node's health as read in this reconcile (Ironic reads the BMC's System health as it syncs power); no
+        request of its own."""
+        return str((self._node or {}).get("health") or "")
+
     def has_capacity(self) -> Capacity:
         """Busy nodes booting from virtual media are not counted, and need no slot, as upstream's."""
         node = self._find()

@@ -37,6 +37,7 @@ class Answers:
     detach: ProvisionResult = field(default_factory=ProvisionResult)
     delete: ProvisionResult = field(default_factory=ProvisionResult)
     capacity: Capacity = field(default_factory=lambda: Capacity(True))
+    health: str = ""  # the BMC's: OK, Warning, Critical or '' (not known)
 
 
 @dataclass
@@ -100,6 +101,9 @@ class FixtureProvisioner:
     def delete(self) -> ProvisionResult:
         self.calls.append("delete")
         return self.answers.delete
+
+    def health(self) -> str:
+        return self.answers.health
 
     def has_capacity(self) -> Capacity:
         self.calls.append("has_capacity")

@@ -80,6 +80,11 @@ def case(name: str, state: str, then: str | None, requeue: float | None, **kwarg
     return pytest.param(Case(state, then, requeue, **kwargs), id=name)
 
 
+def healthy(host: dict[str, Any]) -> tuple[str, str]:
+    condition = next(c for c in host["status"]["conditions"] if c["type"] == "Healthy")
+    return condition["status"], condition["reason"]
+
+
 def status_of(**expected: Any) -> Callable[[dict[str, Any]], bool]:
     return lambda host: all(host["status"].get(key) == value for key, value in expected.items())
 
@@ -386,6 +391,23 @@ CASES = [
          answers={"detach": BUSY}),
     case("detach-failure", S.AVAILABLE, S.AVAILABLE, BACKOFF, error=S.DETACH_ERROR,
          annotations={bmh.DETACHED_ANNOTATION: ""}, answers={"detach": FAILED}),
+    # -- the Healthy condition: the BMC's own health, not the host's errors ------------------------------------
+    case("bmc-health-ok-is-healthy", S.AVAILABLE, S.AVAILABLE, None, answers={"health": "OK"},
+         check=lambda h: healthy(h) == ("True", "Healthy")),
+    case("bmc-health-warning", S.AVAILABLE, S.AVAILABLE, None, answers={"health": "Warning"},
+         check=lambda h: healthy(h) == ("False", "Warning")),
+    case("bmc-health-critical", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE, answers={"health": "Critical"},
+         check=lambda h: healthy(h) == ("False", "CriticalError")),
+    case("bmc-health-unknown", S.AVAILABLE, S.AVAILABLE, None, check=lambda h: healthy(h) == ("Unknown", "Unknown")),
+    case("bmc-health-unknown-keeps-the-last-known", S.AVAILABLE, S.AVAILABLE, None,
+         status={"conditions": [{"type": "Healthy", "status": "False", "reason": "Warning", "message": ""}]},
+         check=lambda h: healthy(h) == ("False", "Warning")),
+    case("bmc-health-replaces-health-derived-from-errors", S.AVAILABLE, S.AVAILABLE, None,
+         status={"conditions": [{"type": "Healthy", "status": "False", "reason": "RegistrationError"}]},
+         check=lambda h: healthy(h) == ("Unknown", "Unknown")),
+    case("errors-do-not-make-a-host-unhealthy", S.AVAILABLE, S.AVAILABLE, BACKOFF, error=S.POWER_MANAGEMENT_ERROR,
+         answers={"power": Power(error="BMC timeout"), "health": "OK"},
+         check=lambda h: healthy(h) == ("True", "Healthy")),
     case("paused-host-is-left-alone", S.PROVISIONING, S.PROVISIONING, None, spec=IMAGE,
          annotations={bmh.PAUSED_ANNOTATION: ""}, calls=()),
 ]

@@ -337,6 +337,15 @@ def test_a_lock_is_looked_at_again_soon_and_the_power_state_still_read():
     assert result.requeue_after == POLL and "locked" in result.message and result.powered_on
 
 
+@pytest.mark.parametrize(("health", "expected"), [("OK", "OK"), ("Critical", "Critical"), (None, "")])
+def test_health_is_the_nodes_as_read_in_the_reconcile(health, expected):
+    client = RecordingIronic(node(health=health))
+    provisioner = ironic.IronicProvisioner(client, "ns~h", "uuid-1")
+    assert provisioner.health() == ""  # nothing read yet: no request of its own
+    provisioner.power(False)
+    assert (provisioner.health(), client.calls) == (expected, [])
+
+
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
     assert len(operations) == 12
