@@ -105,7 +105,7 @@ def rest(store, ironic, ref, steps=60):
     """Steps until the host has nothing to do (through the back-offs settle() stops at)."""
     for _step in range(steps):
         last = reconcile(store, ironic, ref)
-        if last.requeue_after is None:
+        if last.settled:
             return last
     raise AssertionError(f"not at rest: {last}")
 
