@@ -348,7 +348,7 @@ def test_health_is_the_nodes_as_read_in_the_reconcile(health, expected):
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 12
+    assert len(operations) == 13
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
