@@ -69,6 +69,17 @@ def _setting_invalid(name: str, message: str) -> Problem:
     return name, f"Setting {name} is invalid, {message}"
 
 
+def _out_of_bounds(name: str, measure: int, lower: int | None, upper: int | None, what: str,
+                   unit: str) -> Problem | None:
+    """An Integer's value or a String's length (``what`` it is, the bounds' ``unit``) against its bounds, in
+    upstream's words."""
+    if lower is not None and measure < lower:
+        return _setting_invalid(name, f"{what} is below minimum {unit} {lower}")
+    if upper is not None and measure > upper:
+        return _setting_invalid(name, f"{what} is above maximum {unit} {upper}")
+    return None
+
+
 def setting_problem(name: str, value: int | str, schema: Mapping[str, Any]) -> Problem | None:
     """Upstream's SettingSchema.Validate: ``value`` for the setting ``name`` that ``schema`` (one entry of a
     FirmwareSchema's spec.schema) describes - read-only, a password, then by its attribute_type."""
@@ -86,20 +97,12 @@ def setting_problem(name: str, value: int | str, schema: Mapping[str, Any]) -> P
         if isinstance(value, str) and _atoi(value) is None:
             return _setting_invalid(name, f"String {text} entered while integer expected")
         number = _number(value)
-        lower, upper = schema.get("lower_bound"), schema.get("upper_bound")
-        if lower is not None and number < lower:
-            return _setting_invalid(name, f"integer {number} is below minimum value {lower}")
-        if upper is not None and number > upper:
-            return _setting_invalid(name, f"integer {number} is above maximum value {upper}")
-        return None
+        return _out_of_bounds(name, number, schema.get("lower_bound"), schema.get("upper_bound"),
+                              f"integer {number}", "value")
     if attribute_type == "String":
         length = len(text.encode())  # Go's len(): bytes
-        shortest, longest = schema.get("min_length"), schema.get("max_length")
-        if shortest is not None and length < shortest:
-            return _setting_invalid(name, f"string {text} length is below minimum length {shortest}")
-        if longest is not None and length > longest:
-            return _setting_invalid(name, f"string {text} length is above maximum length {longest}")
-        return None
+        return _out_of_bounds(name, length, schema.get("min_length"), schema.get("max_length"),
+                              f"string {text} length", "length")
     if attribute_type == "Boolean":
         if text in ("true", "false"):
             return None
