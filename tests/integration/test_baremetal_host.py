@@ -270,6 +270,34 @@ def test_detach_removes_the_node_and_reattach_adopts_it(store, namespace, client
     assert st["provisioning"]["state"] == "provisioned" and st["operationalStatus"] == "OK"
 
 
+def test_a_host_waiting_for_its_agent_detaches_when_forced_and_goes_without_power_off(store, namespace, client,
+                                                                                      images):
+    # fake://...?deploy_interface=direct: the deploy waits for an agent that never calls back (wait call-back).
+    ref = make_host(store, namespace, "stuck", "fake://stuck?deploy_interface=direct",
+                    image=served_image(images, "/stuck.img"), automatedCleaningMode="disabled")
+    node_name = f"{namespace}~stuck"
+    until(store, client, ref, lambda s: (client.get_node(node_name) or {}).get("provision_state") == "wait call-back")
+
+    # Detached while provisioning: the deploy under way goes on, the node stays.
+    store.patch(ref, {"metadata": {"annotations": {bmh.DETACHED_ANNOTATION: ""}}})
+    assert step(store, client, ref).state == "provisioning"
+    assert client.get_node(node_name)["provision_state"] == "wait call-back"
+
+    # Forced: Ironic aborts the wait, then the node goes; the host keeps its state, detached.
+    forced = '{"force": true, "deleteAction": "delay"}'
+    store.patch(ref, {"metadata": {"annotations": {bmh.DETACHED_ANNOTATION: forced}}})
+    until(store, client, ref, lambda s: status(store, ref).get("operationalStatus") == "detached")
+    assert client.get_node(node_name) is None and status(store, ref)["provisioning"]["state"] == "provisioning"
+
+    # Deleted: delayed, as the annotation asks; then with deleteAction delete, gone without power off.
+    store.delete(ref)
+    assert step(store, client, ref).message == "deletion delayed: the host is detached"
+    assert store.get(ref)["metadata"]["finalizers"] == [bmh.FINALIZER]
+    store.patch(ref, {"metadata": {"annotations": {bmh.DETACHED_ANNOTATION: '{"deleteAction": "delete"}'}}})
+    until(store, client, ref, lambda s: s.obj is None)
+    assert store.get_if_exists(ref) is None
+
+
 def test_externally_provisioned_hosts_are_adopted(store, namespace, client):
     ref = make_host(store, namespace, "external", "fake://external", externallyProvisioned=True)
     wait(store, client, ref, "externally provisioned")

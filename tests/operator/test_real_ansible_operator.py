@@ -163,7 +163,7 @@ def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, c
     eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available", timeout=240)
 
     def settings() -> dict[str, Any]:
-        return custom.get_namespaced_custom_object(*HFS, kube_namespace, "host-0")
+        return custom.get_namespaced_custom_object(*HFS[:2], kube_namespace, HFS[2], "host-0")
 
     def judged(valid: str) -> dict[str, Any]:
         current = settings()
@@ -177,12 +177,12 @@ def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, c
                                                  settings()["status"]["schema"]["name"])
     assert schema["spec"]["schema"]["ProcTurboMode"]["allowable_values"] == ["Enabled", "Disabled"]
 
-    custom.patch_namespaced_custom_object(*HFS, kube_namespace, "host-0", {"spec": {"settings": {
+    custom.patch_namespaced_custom_object(*HFS[:2], kube_namespace, HFS[2], "host-0", {"spec": {"settings": {
         "ProcTurboMode": "Sometimes"}}})
     refused = eventually(lambda: judged("False"), "the value refused")
     assert "Setting ProcTurboMode is invalid, unknown enumeration value - Sometimes" in refused["message"]
 
-    custom.patch_namespaced_custom_object(*HFS, kube_namespace, "host-0", {"spec": {"settings": {
+    custom.patch_namespaced_custom_object(*HFS[:2], kube_namespace, HFS[2], "host-0", {"spec": {"settings": {
         "ProcTurboMode": "Disabled"}}})
     eventually(lambda: redfish_hardware.system(system, "BIOS")["Attributes"]["ProcTurboMode"] == "Disabled",
                "the change applied through Redfish", timeout=240)

@@ -134,8 +134,8 @@ class Provisioner(Protocol):
     def power(self, on: bool, reboot: str = "") -> Power:
         """Power on or off; ``reboot`` ('hard' or 'soft') reboots a host that is to be on."""
 
-    def detach(self) -> ProvisionResult:
-        """Forget the host, leaving it as it is."""
+    def detach(self, force: bool) -> ProvisionResult:
+        """Forget the host, leaving it as it is; an operation under way is waited for, or aborted when ``force``."""
 
     def delete(self) -> ProvisionResult:
         """Forget the host for good (it is being deleted)."""

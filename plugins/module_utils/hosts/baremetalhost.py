@@ -93,6 +93,8 @@ STATES = (NONE, UNMANAGED, REGISTERING, MATCH_PROFILE, INSPECTING, PREPARING, AV
           PROVISIONED, EXTERNALLY_PROVISIONED, DEPROVISIONING, POWERING_OFF_BEFORE_DELETE, DELETING)
 # States a host rests in until someone changes it.
 STABLE_STATES = (UNMANAGED, AVAILABLE, READY, PROVISIONED, EXTERNALLY_PROVISIONED)
+# States a host is detached in; in the others only when the detached annotation forces it.
+DETACHABLE_STATES = (PROVISIONED, EXTERNALLY_PROVISIONED, READY, AVAILABLE)
 
 # Error types (status.errorType), upstream's strings.
 REGISTRATION_ERROR = "registration error"
@@ -328,9 +330,21 @@ class _Reconcile:
     def _handler(self) -> Callable[[_Reconcile], Action]:
         if self.host["metadata"].get("deletionTimestamp"):
             return _Reconcile._delete
-        if DETACHED_ANNOTATION in self.annotations:
+        # Detached at rest, or forced (the annotation's {"force": true}) in any state but deleting; otherwise the
+        # operation under way goes on until the host rests, as upstream's.
+        if DETACHED_ANNOTATION in self.annotations and self.state != DELETING and (
+                self.state in DETACHABLE_STATES or self._detached_arguments().get("force") is True):
             return _Reconcile._detach
         return self._HANDLERS[self.state]
+
+    def _detached_arguments(self) -> dict[str, Any]:
+        """The detached annotation's JSON arguments (deleteAction, force); {} for an empty value, and for one that
+        is not a JSON object, which upstream ignores too."""
+        try:
+            arguments = json.loads(self.annotations.get(DETACHED_ANNOTATION) or "{}")
+        except ValueError:
+            return {}
+        return arguments if isinstance(arguments, dict) else {}
 
     def _advance(self, state: str, message: str = "") -> Action:
         """Move to ``state``: the operation before it succeeded, so its error is cleared."""
@@ -845,6 +859,16 @@ class _Reconcile:
 
     def _delete(self) -> Action:
         state = self.state
+        detached = self.status.get("operationalStatus") == "detached" or DETACHED_ANNOTATION in self.annotations
+        if detached and state != DELETING:
+            # A detached host is deleted without powering it off or deprovisioning it: its provisioner no longer
+            # has it. Its deletion waits while the annotation says deleteAction "delay" - or, without the
+            # annotation, while the host is detached: it may be attached again.
+            arguments = self._detached_arguments()
+            if DETACHED_ANNOTATION not in self.annotations or arguments.get("deleteAction") == "delay":
+                self.message = "deletion delayed: the host is detached"
+                return REST
+            return self._advance(DELETING, "deleted while detached: no power off, no deprovisioning")
         if state in (PROVISIONING, PROVISIONED):
             self._history("deprovision", "start", force=True)
             return self._advance(DEPROVISIONING, "deleted: deprovisioning first")
@@ -868,7 +892,7 @@ class _Reconcile:
         return REST
 
     def _detach(self) -> Action:
-        result = self.provisioner.detach()
+        result = self.provisioner.detach(self.state not in DETACHABLE_STATES)
         waiting = self._check(result, DETACH_ERROR)
         if waiting is not None:
             return waiting

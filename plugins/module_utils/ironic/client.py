@@ -226,11 +226,18 @@ class Ironic:
 
     def service(self, node: Node, steps: list[dict[str, Any]]) -> None:
         """Service an active node with ``steps`` (API 1.87): openstacksdk's proxy does not pass service steps."""
+        self._provision(node, {"target": "service", "service_steps": steps}, "1.87", f"service node {node['name']}")
+
+    def abort(self, node: Node) -> None:
+        """Abort what the node waits for: an inspection, a cleaning, a servicing or, from API 1.110, a deploy."""
+        self._provision(node, {"target": "abort"}, "1.110", f"abort what node {node['name']} waits for")
+
+    def _provision(self, node: Node, body: dict[str, Any], microversion: str, what: str) -> None:
+        """PUT the node's provision state at ``microversion``, which openstacksdk's proxy does not choose."""
         if self.dry_run:
             return
-        what = f"service node {node['name']}"
-        response = self._call(what, "put", f"/nodes/{node['id']}/states/provision",
-                              json={"target": "service", "service_steps": steps}, microversion="1.87")
+        response = self._call(what, "put", f"/nodes/{node['id']}/states/provision", json=body,
+                              microversion=microversion)
         if response is not None and response.status_code >= 400:
             raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)
 

@@ -58,6 +58,8 @@ DEPLOYED = ("active", "deploy failed", "wait call-back", "adopt failed")
 # Node states Ironic deletes a node from without maintenance mode.
 DELETABLE = ("available", "manageable", "enroll", "adopt failed", "inspect failed", "clean failed")
 DETACHABLE = ("available", "manageable", "enroll")
+# Node states waiting on the agent, which a forced detach aborts (upstream's: deploy wait is wait call-back).
+ABORTABLE = ("wait call-back", "inspect wait", "clean wait", "service wait")
 # What a FirmwareSchema keeps of each of Ironic's BIOS registry entries (upstream's SettingSchema fields).
 SCHEMA_FIELDS = ("attribute_type", "allowable_values", "lower_bound", "upper_bound", "min_length", "max_length",
                  "read_only", "unique")
@@ -197,7 +199,7 @@ class IronicProvisioner:
         if state in ("inspecting", "cleaning", "clean wait"):
             return _busy()
         if state == "inspect wait":
-            self.ironic.set_provision_state(node, "abort")
+            self.ironic.abort(node)
             return _busy("aborting the inspection")
         if state == "inspect failed":  # Ironic may leave target_provision_state set here: manage clears it
             self.ironic.set_provision_state(node, "manage")
@@ -230,7 +232,7 @@ class IronicProvisioner:
             self.ironic.clear_maintenance(node)
             return _busy("taking the node out of maintenance")
         if state == "service wait" or state == "service failed" and not firmware_settings:
-            self.ironic.set_provision_state(node, "abort")  # back to active, as it was
+            self.ironic.abort(node)  # back to active, as it was
             return _busy("aborting the servicing")
         if state not in ("active", "service failed"):
             return ProvisionResult(error=f"Ironic node {node['name']} is in state {state!r}, which servicing cannot "
@@ -240,7 +242,7 @@ class IronicProvisioner:
             self.ironic.service(node, [bios_step(changes)])
             return _busy(f"servicing: applying the firmware settings {', '.join(sorted(changes))}")
         if state == "service failed":  # nothing is left to apply: back to active
-            self.ironic.set_provision_state(node, "abort")
+            self.ironic.abort(node)
             return _busy("ending the servicing")
         return ProvisionResult(message="serviced")
 
@@ -361,11 +363,19 @@ class IronicProvisioner:
 
     # -- forgetting the host -------------------------------------------------------------------------------
     @_answers(ProvisionResult)
-    def detach(self) -> ProvisionResult:
+    def detach(self, force: bool) -> ProvisionResult:
         node = self._find()
         if node is None:
             return ProvisionResult()
-        if not node["maintenance"] and node["provision_state"] not in DETACHABLE:
+        state = node["provision_state"]
+        if state in ("verifying", "deploying", "cleaning", "inspecting", "servicing", "deleting"):
+            return _busy(f"detaching once Ironic is done {state}")
+        if state in ABORTABLE:
+            if not force:
+                return _busy(f"detaching once Ironic is out of {state}")
+            self.ironic.abort(node)
+            return _busy(f"aborting {state} to detach")
+        if not node["maintenance"] and state not in DETACHABLE:
             self.ironic.set_maintenance(node, "BareMetalHost detached")
         self.ironic.delete_node(node)
         return ProvisionResult(message=f"Ironic node {node['name']} removed")

@@ -94,8 +94,8 @@ class FixtureProvisioner:
         self.calls.append(f"power {'on' if on else 'off'}" + (f" ({reboot} reboot)" if reboot else ""))
         return self.answers.power
 
-    def detach(self) -> ProvisionResult:
-        self.calls.append("detach")
+    def detach(self, force: bool) -> ProvisionResult:
+        self.calls.append("detach" + (" (forced)" if force else ""))
         return self.answers.detach
 
     def delete(self) -> ProvisionResult:

@@ -47,6 +47,9 @@ class ScriptedIronic:
     TARGETS = {"manage": "manageable", "inspect": "manageable", "provide": "available", "active": "active",
                "deleted": "available", "adopt": "active"}
 
+    def abort(self, node):
+        self.set_provision_state(node, "abort")
+
     def set_provision_state(self, node, target, **kwargs):
         self.calls.append(target)
         self.nodes[node["id"]]["provision_state"] = self.TARGETS[target]

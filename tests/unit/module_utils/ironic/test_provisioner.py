@@ -100,6 +100,9 @@ class RecordingIronic:
     def service(self, node, steps):
         self._record(" ".join(["service", *(f"{step['interface']}.{step['step']} {step['args']}" for step in steps)]))
 
+    def abort(self, node):
+        self._record("abort")
+
     def clear_maintenance(self, node):
         self._record("maintenance off")
 
@@ -310,9 +313,15 @@ OPERATIONS = [
                  "busy rebooted", id="power-soft-reboot"),
     pytest.param(lambda p: p.power(False), None, {}, [], "done", id="power-no-node"),
     # detach, delete
-    pytest.param(lambda p: p.detach(), node(provision_state="active"), {}, ["maintenance", "delete"], "done",
+    pytest.param(lambda p: p.detach(False), node(provision_state="active"), {}, ["maintenance", "delete"], "done",
                  id="detach-active"),
-    pytest.param(lambda p: p.detach(), node(), {}, ["delete"], "done", id="detach-manageable"),
+    pytest.param(lambda p: p.detach(False), node(), {}, ["delete"], "done", id="detach-manageable"),
+    pytest.param(lambda p: p.detach(False), node(provision_state="wait call-back"), {}, [], "busy",
+                 id="detach-waits-for-the-agent"),
+    pytest.param(lambda p: p.detach(True), node(provision_state="wait call-back"), {}, ["abort"], "busy",
+                 id="forced-detach-aborts"),
+    pytest.param(lambda p: p.detach(True), node(provision_state="deploying"), {}, [], "busy",
+                 id="detach-waits-while-deploying"),
     pytest.param(lambda p: p.delete(), node(provision_state="active"), {}, ["maintenance", "delete"], "done",
                  id="delete-active"),
     pytest.param(lambda p: p.delete(), node(provision_state="clean failed"), {}, ["delete"], "done",
