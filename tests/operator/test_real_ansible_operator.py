@@ -120,21 +120,28 @@ def pool_reconciles(process: Any) -> float:
 
 # -- BareMetalHost --------------------------------------------------------------------------------------------
 
+def available_host(request: pytest.FixtureRequest, custom: client.CustomObjectsApi, kube_cluster: KubeCluster,
+                   ns: str, emulator: Any) -> str:
+    """host-0 on the operator's own system of ``emulator``, registered and available; that system's name."""
+    index = SYSTEM[request.node.callspec.params["operator"]]
+    system = f"{emulator.prefix}-{index}"
+    client.CoreV1Api(kube_cluster.api_client()).create_namespaced_secret(ns, {
+        "metadata": {"name": "host-0-bmc"}, "stringData": {"username": emulator.username,
+                                                           "password": emulator.password}})
+    custom.create_namespaced_custom_object(*BMH[:2], ns, BMH[2], {
+        "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "host-0"},
+        "spec": {"online": False, "bootMACAddress": emulator.mac(index),
+                 "bmc": {"address": emulator.address(system), "credentialsName": "host-0-bmc"},
+                 "inspectionMode": "disabled", "automatedCleaningMode": "disabled"}})
+    eventually(lambda: host_state(custom, ns, "host-0") == "available", "host-0 available", timeout=240)
+    return system
+
+
 def test_a_host_registers_and_becomes_available_and_deleted_leaves_ironic(operator, request, custom, kube_cluster,
                                                                           kube_namespace, ironic, ironic_client,
                                                                           redfish_emulator):
-    index = SYSTEM[request.node.callspec.params["operator"]]
-    system = f"{redfish_emulator.prefix}-{index}"
     operator(env=ironic.env)
-    client.CoreV1Api(kube_cluster.api_client()).create_namespaced_secret(kube_namespace, {
-        "metadata": {"name": "host-0-bmc"},
-        "stringData": {"username": redfish_emulator.username, "password": redfish_emulator.password}})
-    custom.create_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], {
-        "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "host-0"},
-        "spec": {"online": False, "bootMACAddress": redfish_emulator.mac(index),
-                 "bmc": {"address": redfish_emulator.address(system), "credentialsName": "host-0-bmc"},
-                 "inspectionMode": "disabled", "automatedCleaningMode": "disabled"}})
-    eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available", timeout=240)
+    system = available_host(request, custom, kube_cluster, kube_namespace, redfish_emulator)
     # Ironic keeps an available host's node manageable until it provisions, as under baremetal-operator.
     assert ironic_client.get_node(f"{kube_namespace}~host-0")["provision_state"] == "manageable"
     assert redfish_emulator.system(system)["PowerState"] == "Off"
@@ -149,18 +156,8 @@ def test_a_host_registers_and_becomes_available_and_deleted_leaves_ironic(operat
 
 def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, custom, kube_cluster, kube_namespace,
                                                              ironic, redfish_hardware):
-    index = SYSTEM[request.node.callspec.params["operator"]]
-    system = f"{redfish_hardware.prefix}-{index}"
     operator(env=ironic.env)
-    client.CoreV1Api(kube_cluster.api_client()).create_namespaced_secret(kube_namespace, {
-        "metadata": {"name": "host-0-bmc"},
-        "stringData": {"username": redfish_hardware.username, "password": redfish_hardware.password}})
-    custom.create_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], {
-        "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost", "metadata": {"name": "host-0"},
-        "spec": {"online": False, "bootMACAddress": redfish_hardware.mac(index),
-                 "bmc": {"address": redfish_hardware.address(system), "credentialsName": "host-0-bmc"},
-                 "inspectionMode": "disabled", "automatedCleaningMode": "disabled"}})
-    eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available", timeout=240)
+    system = available_host(request, custom, kube_cluster, kube_namespace, redfish_hardware)
 
     def settings() -> dict[str, Any]:
         return custom.get_namespaced_custom_object(*HFS[:2], kube_namespace, HFS[2], "host-0")

@@ -15,7 +15,6 @@ recovers once the cause is gone.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import time
@@ -595,17 +594,26 @@ class _Reconcile:
         user, as upstream allows) is adopted: the host becomes its owner too."""
         settings = self._firmware_settings()
         if settings is None:
-            with contextlib.suppress(AlreadyExists):  # made meanwhile: adopted at the next registration
-                self.store.create(firmware.new_settings(self.host), dry_run=self.dry_run)
-            return
-        self._own(self._settings_ref(), settings)
+            try:
+                settings = self.store.create(firmware.new_settings(self.host), dry_run=self.dry_run)
+            except AlreadyExists:  # made meanwhile: adopted at the next registration
+                return
+        else:
+            settings = self._own(self._settings_ref(), settings)
+        if (settings.get("status") or {}).get("settings") is None:
+            # status.settings is required: an operator marking the object Running before its first read (the
+            # Ansible Operator's status write, ours) would be refused without it, and the role never run.
+            self.store.update_status({**settings, "status": {**(settings.get("status") or {}), "settings": {}}},
+                                     dry_run=self.dry_run)
 
-    def _own(self, ref: Ref, obj: Object) -> None:
-        """The host among the owners of ``obj`` (garbage collected with it), as upstream adopts its firmware kinds."""
+    def _own(self, ref: Ref, obj: Object) -> Object:
+        """``obj`` with the host among its owners (garbage collected with it), as upstream adopts its firmware
+        kinds."""
         owners = obj["metadata"].get("ownerReferences") or []
-        if not any(o.get("uid") == self.host["metadata"]["uid"] for o in owners):
-            self.store.patch(ref, {"metadata": {"ownerReferences": [*owners, owner_reference(self.host)]}},
-                             dry_run=self.dry_run)
+        if any(o.get("uid") == self.host["metadata"]["uid"] for o in owners):
+            return obj
+        return self.store.patch(ref, {"metadata": {"ownerReferences": [*owners, owner_reference(self.host)]}},
+                                dry_run=self.dry_run)
 
     def _wait_for_firmware_settings(self) -> Action:
         """Upstream's wait for a HostFirmwareSettings whose reconcile has not judged its current spec yet."""

@@ -174,6 +174,8 @@ def test_registration_gives_a_host_its_settings_and_adopts_settings_made_before_
         bmh.reconcile_host(store, FixtureProvisioner(Answers()), Ref.of(host))
         settings = store.get(Ref(firmware.API, firmware.SETTINGS_KIND, name, "ns"))
         assert [o["uid"] for o in settings["metadata"]["ownerReferences"]] == [host["metadata"]["uid"]]
+        # An empty status.settings (which the kind requires) before the first read: an operator may mark it Running.
+        assert settings["status"] == {"settings": {}}
     assert store.get(Ref.of(premade))["spec"]["settings"] == {"ProcTurboMode": "Disabled"}  # kept as it was
 
 
