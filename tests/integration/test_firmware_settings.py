@@ -51,7 +51,7 @@ def bios(emulator, index: int) -> dict[str, str]:
 
 
 def test_a_fleets_bios_settings_are_read_checked_applied_and_read_back(tmp_path, ironic, redfish_hardware,
-                                                                         monkeypatch):
+                                                                       monkeypatch):
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     store_path = tmp_path / "store.db"
@@ -119,7 +119,7 @@ def test_a_fleets_bios_settings_are_read_checked_applied_and_read_back(tmp_path,
 
 
 def test_a_provisioned_host_is_serviced_on_a_reboot_only_under_its_update_policy(tmp_path, ironic, redfish_hardware,
-                                                                                monkeypatch):
+                                                                                 monkeypatch):
     """Servicing: a BIOS setting of a provisioned host (here externally provisioned: sushy-tools without a VM cannot
     deploy) applied as it reboots, without reprovisioning, once a HostUpdatePolicy allows it."""
     for key, value in ironic.env.items():
@@ -174,4 +174,3 @@ def test_a_provisioned_host_is_serviced_on_a_reboot_only_under_its_update_policy
     assert [o["name"] for o in policy["metadata"]["ownerReferences"]] == [name]  # the host owns its policy
     assert settings["status"]["settings"]["ProcTurboMode"] == "Disabled"
     assert {c["type"]: c["status"] for c in settings["status"]["conditions"]}["ChangeDetected"] == "False"
-

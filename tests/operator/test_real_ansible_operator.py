@@ -155,7 +155,7 @@ def test_a_host_registers_and_becomes_available_and_deleted_leaves_ironic(operat
 
 
 def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, custom, kube_cluster, kube_namespace,
-                                                             ironic, redfish_hardware):
+                                                            ironic, redfish_hardware):
     operator(env=ironic.env)
     system = available_host(request, custom, kube_cluster, kube_namespace, redfish_hardware)
 
@@ -188,4 +188,3 @@ def test_a_hosts_bios_settings_are_read_checked_and_applied(operator, request, c
     eventually(lambda: host_state(custom, kube_namespace, "host-0") == "available", "host-0 available again")
     host = custom.get_namespaced_custom_object(*BMH[:2], kube_namespace, BMH[2], "host-0")
     assert not host["status"].get("errorType"), host["status"]
-

@@ -186,4 +186,3 @@ def pending_settings(settings: Object | None) -> dict[str, int | str] | None:
     if not status.get("settings"):
         return None
     return dict((settings.get("spec") or {}).get("settings") or {})
-

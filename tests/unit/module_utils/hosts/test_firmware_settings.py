@@ -197,4 +197,3 @@ def test_a_provisioned_hosts_pending_change_says_when_it_is_applied(store, polic
     ask(store, ref, {"ProcTurboMode": "Disabled"})
     reconcile(store, ref)
     assert conditions(store.get(ref))["ChangeDetected"] == ("True", when)
-
