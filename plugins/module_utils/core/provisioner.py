@@ -11,7 +11,7 @@ machine and the Ironic implementation stand on it without importing each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 POLL = 0.5  # seconds between looks at an operation under way
 DELAYED = 5.0  # seconds before asking again for a provisioning slot
@@ -27,6 +27,9 @@ class ProvisionResult:
     retry: bool = True  # with error: False when the same attempt cannot succeed until the spec changes
     delayed: bool = False  # with dirty: waiting for a provisioning slot, nothing started
     message: str = ""  # what was done, for people
+    # the operation this call asked for was started (an inspection, or cleaning or servicing with the firmware
+    # updates it was given: those are on their way, and are not to be given again)
+    started: bool = False
 
     @property
     def done(self) -> bool:
@@ -41,7 +44,7 @@ class Registration(ProvisionResult):
 
 @dataclass(frozen=True)
 class Inspection(ProvisionResult):
-    started: bool = False  # an inspection is running that this call started or found running
+    # started: an inspection is running that this call started or found running
     hardware: dict[str, Any] | None = None  # status.hardware, once done
 
 
@@ -59,6 +62,26 @@ class FirmwareSettings(ProvisionResult):
     # name -> its FirmwareSchema entry (attribute_type, allowable_values, lower_bound, upper_bound, min_length,
     # max_length, read_only, unique), upstream's field names
     schema: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FirmwareComponents(ProvisionResult):
+    """The host's firmware components (bios, bmc, nic:<id>) and their versions, as its BMC last reported them: a
+    HostFirmwareComponents' status.components, upstream's field names (component, initialVersion, currentVersion,
+    lastVersionFlashed, updatedAt)."""
+
+    components: list[dict[str, str]] = field(default_factory=list)
+
+
+# A firmware update as a HostFirmwareComponents' spec.updates lists it: {"component": C, "url": U}.
+FirmwareUpdates = Sequence[Mapping[str, str]]
+# The firmware components upstream reports and lets an update name: these, and "nic:<id>".
+FIRMWARE_COMPONENTS = ("bmc", "bios")
+NIC_COMPONENT_PREFIX = "nic:"
+
+
+def known_component(name: str) -> bool:
+    return name in FIRMWARE_COMPONENTS or name.startswith(NIC_COMPONENT_PREFIX)
 
 
 def settings_changes(desired: Mapping[str, int | str], current: Mapping[str, str]) -> dict[str, int | str]:
@@ -108,18 +131,27 @@ class Provisioner(Protocol):
     def inspect(self, refresh: bool) -> Inspection:
         """Inspect the hardware once (again when ``refresh``); done with the details once inspected."""
 
-    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
+    def prepare(self, firmware_settings: Mapping[str, int | str],
+                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
         """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped), with
         ``firmware_settings`` (a HostFirmwareSettings' spec.settings) applied: those that differ from the host's
-        current ones, which the provisioner reads itself."""
+        current ones, which the provisioner reads itself; and ``firmware_updates`` flashed, all of them (the host
+        gives only those not yet sent: ``started`` says when they are on their way)."""
 
-    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
-        """Apply ``firmware_settings`` (those that differ from the host's current ones) to a provisioned host without
-        reprovisioning it (servicing); done once applied. A servicing that failed is reported, or started again
-        when ``restart``; with nothing asked for any more, it is aborted: the host goes back as it was."""
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool,
+                firmware_updates: FirmwareUpdates = (), updates_asked: bool = False) -> ProvisionResult:
+        """Apply ``firmware_settings`` (those that differ from the host's current ones) and ``firmware_updates``
+        (as prepare) to a provisioned host without reprovisioning it (servicing); done once applied. A servicing
+        that failed is reported, or started again when ``restart``; with nothing asked for any more (no settings,
+        and not ``updates_asked``: the host's spec names no firmware update), it is aborted: the host goes back as
+        it was."""
 
     def firmware_settings(self) -> FirmwareSettings:
         """The host's current firmware settings and their schema (none before it is registered)."""
+
+    def firmware_components(self) -> FirmwareComponents:
+        """The host's firmware components and their versions (none before it is registered, or when its BMC lists
+        none)."""
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         """Deploy ``host.image`` (or its custom deploy); a deploy of it that failed is reported as failed (not

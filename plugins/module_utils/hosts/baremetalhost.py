@@ -586,25 +586,38 @@ class _Reconcile:
     def _settings_ref(self) -> Ref:
         return Ref(firmware.API, firmware.SETTINGS_KIND, self.ref.name, self.ref.namespace)
 
+    def _components_ref(self) -> Ref:
+        return Ref(firmware.API, firmware.COMPONENTS_KIND, self.ref.name, self.ref.namespace)
+
     def _firmware_settings(self) -> Object | None:
         return self.store.get_if_exists(self._settings_ref())
 
-    def _ensure_firmware_settings(self) -> None:
-        """A registered host has a HostFirmwareSettings of its name, owned by it; one made before the host (by a
-        user, as upstream allows) is adopted: the host becomes its owner too."""
-        settings = self._firmware_settings()
-        if settings is None:
-            try:
-                settings = self.store.create(firmware.new_settings(self.host), dry_run=self.dry_run)
-            except AlreadyExists:  # made meanwhile: adopted at the next registration
-                return
-        else:
-            settings = self._own(self._settings_ref(), settings)
-        if (settings.get("status") or {}).get("settings") is None:
+    def _firmware_components(self) -> Object | None:
+        return self.store.get_if_exists(self._components_ref())
+
+    def _ensure_firmware_kinds(self) -> None:
+        """A registered host has a HostFirmwareSettings of its name, and a HostFirmwareComponents when its BMC
+        lists firmware components (upstream defers it otherwise), owned by it; one made before the host (by a user,
+        as upstream allows) is adopted: the host becomes its owner too."""
+        settings = self._ensure_owned(self._settings_ref(), lambda: firmware.new_settings(self.host))
+        if settings is not None and (settings.get("status") or {}).get("settings") is None:
             # status.settings is required: an operator marking the object Running before its first read (the
             # Ansible Operator's status write, ours) would be refused without it, and the role never run.
             self.store.update_status({**settings, "status": {**(settings.get("status") or {}), "settings": {}}},
                                      dry_run=self.dry_run)
+        if self._firmware_components() is not None or self.provisioner.firmware_components().components:
+            self._ensure_owned(self._components_ref(), lambda: firmware.new_components(self.host))
+
+    def _ensure_owned(self, ref: Ref, new: Callable[[], Object]) -> Object | None:
+        """The object ``ref``, made by ``new`` when there is none, or adopted; None when another made it meanwhile
+        (adopted at the next registration)."""
+        obj = self.store.get_if_exists(ref)
+        if obj is None:
+            try:
+                return self.store.create(new(), dry_run=self.dry_run)
+            except AlreadyExists:
+                return None
+        return self._own(ref, obj)
 
     def _own(self, ref: Ref, obj: Object) -> Object:
         """``obj`` with the host among its owners (garbage collected with it), as upstream adopts its firmware
@@ -615,11 +628,38 @@ class _Reconcile:
         return self.store.patch(ref, {"metadata": {"ownerReferences": [*owners, owner_reference(self.host)]}},
                                 dry_run=self.dry_run)
 
-    def _wait_for_firmware_settings(self) -> Action:
-        """Upstream's wait for a HostFirmwareSettings whose reconcile has not judged its current spec yet."""
-        self.message = f"waiting for {self._settings_ref()} to be read and validated"
-        self.waits_on.append(self._settings_ref())
+    def _wait_for_firmware(self, ref: Ref) -> Action:
+        """Upstream's wait for a firmware kind whose reconcile has not judged its current spec yet."""
+        self.message = f"waiting for {ref} to be read and validated"
+        self.waits_on.append(ref)
         return Action(FIRMWARE_SETTINGS_WAIT)
+
+    def _firmware_changes(self, settings_allowed: bool = True, updates_allowed: bool = True
+                          ) -> tuple[dict[str, int | str], list[dict[str, str]]] | Action:
+        """The firmware settings asked for and the firmware updates not sent yet (of the kinds allowed), or the
+        wait for a firmware kind whose reconcile has not judged its current spec."""
+        settings = firmware.pending_settings(self._firmware_settings()) if settings_allowed else {}
+        if settings is None:
+            return self._wait_for_firmware(self._settings_ref())
+        updates = firmware.pending_updates(self._firmware_components()) if updates_allowed else []
+        if updates is None:
+            return self._wait_for_firmware(self._components_ref())
+        return settings, updates
+
+    def _updates_sent(self, result: ProvisionResult, updates: list[dict[str, str]]) -> None:
+        """Upstream's bookkeeping of firmware updates in the HostFirmwareComponents' status.updates: its spec.updates
+        once the provisioner started sending ``updates`` (they are not sent again), none after a failure (all are
+        sent again on the next attempt)."""
+        components = self._firmware_components()
+        if components is None:
+            return
+        if result.error and (components.get("status") or {}).get("updates"):
+            sent: list[dict[str, str]] | None = None
+        elif result.started and updates:
+            sent = (components.get("spec") or {}).get("updates") or []
+        else:
+            return
+        self.store.patch_status(self._components_ref(), {"status": {"updates": sent}}, dry_run=self.dry_run)
 
     # -- the states ----------------------------------------------------------------------------------------
     def _unmanaged(self) -> Action:
@@ -635,7 +675,7 @@ class _Reconcile:
         waiting = self._register()
         if waiting is not None:
             return waiting
-        self._ensure_firmware_settings()
+        self._ensure_firmware_kinds()
         if self.spec.get("externallyProvisioned"):
             return self._advance(EXTERNALLY_PROVISIONED)
         if self._inspection_disabled():
@@ -687,10 +727,13 @@ class _Reconcile:
         waiting = self._register()
         if waiting is not None:
             return waiting
-        settings = firmware.pending_settings(self._firmware_settings())
-        if settings is None:
-            return self._wait_for_firmware_settings()
-        waiting = self._check(self.provisioner.prepare(settings), PREPARATION_ERROR)
+        changes = self._firmware_changes()
+        if isinstance(changes, Action):
+            return changes
+        settings, updates = changes
+        result = self.provisioner.prepare(settings, updates)
+        self._updates_sent(result, updates)
+        waiting = self._check(result, PREPARATION_ERROR)
         if waiting is not None:
             return waiting
         provisioning = self.status["provisioning"]
@@ -707,13 +750,16 @@ class _Reconcile:
             return self._advance(INSPECTING, "inspection requested")
         if self.spec.get("externallyProvisioned"):
             return self._advance(EXTERNALLY_PROVISIONED)
-        settings = firmware.pending_settings(self._firmware_settings())
-        if settings is None:
-            return self._wait_for_firmware_settings()
+        changes = self._firmware_changes()
+        if isinstance(changes, Action):
+            return changes
+        settings, updates = changes
         # Against the host's settings as the provisioner has them now: the HostFirmwareSettings' status may not
         # show the change a cleaning just applied yet.
         if settings and settings_changes(settings, self.provisioner.firmware_settings().settings):
             return self._advance(PREPARING, "firmware settings to apply")
+        if updates:
+            return self._advance(PREPARING, "firmware updates to apply")
         self._check_retry_limit()
         if self._wants_image():
             capacity = self.provisioner.has_capacity()
@@ -725,10 +771,12 @@ class _Reconcile:
             return self._advance(PROVISIONING)
         action = self._power()
         if action == REST and self._firmware_settings() is not None:
-            # A change of its settings is applied while the host is available: it is woken when they change (the
-            # collection's operator by this wait, the Ansible Operator by its watch of what a role made), and
-            # looks again after a while in any case, as upstream's available hosts do every minute.
+            # A change of its settings or firmware is applied while the host is available: it is woken when they
+            # change (the collection's operator by this wait, the Ansible Operator by its watch of what a role
+            # made), and looks again after a while in any case, as upstream's available hosts do every minute.
             self.waits_on.append(self._settings_ref())
+            if self._firmware_components() is not None:
+                self.waits_on.append(self._components_ref())
             return Action(FIRMWARE_SETTINGS_RECHECK, resting=True)
         return action
 
@@ -811,21 +859,25 @@ class _Reconcile:
                                                        or not self.status.get("poweredOn"))
         if not under_way and not rebooting:
             return None
-        policy = self._update_policy()
-        settings: dict[str, int | str] = {}
-        if (policy.get("spec") or {}).get("firmwareSettings") == firmware.ON_REBOOT:
-            pending = firmware.pending_settings(self._firmware_settings())
-            if pending is None:
-                return self._wait_for_firmware_settings()
-            settings = pending
+        policy = (self._update_policy().get("spec") or {})
+        updates_allowed = policy.get("firmwareUpdates") == firmware.ON_REBOOT
+        changes = self._firmware_changes(policy.get("firmwareSettings") == firmware.ON_REBOOT, updates_allowed)
+        if isinstance(changes, Action):
+            return changes
+        settings, updates = changes
         if not under_way:
-            if not settings or not settings_changes(settings, self.provisioner.firmware_settings().settings):
+            if not updates and (not settings
+                                or not settings_changes(settings, self.provisioner.firmware_settings().settings)):
                 return None
             # Recorded before Ironic is asked, so that a servicing under way is never mistaken for none.
             self.status["operationalStatus"] = "servicing"
-            self.message = "servicing: firmware settings to apply"
+            self.message = "servicing: firmware " + ("updates" if updates else "settings") + " to apply"
             return Action(POLL)
-        result = self.provisioner.service(settings, restart=self.status.get("errorType") == SERVICING_ERROR)
+        components = self._firmware_components() if updates_allowed else None
+        result = self.provisioner.service(settings, restart=self.status.get("errorType") == SERVICING_ERROR,
+                                          firmware_updates=updates,
+                                          updates_asked=bool(((components or {}).get("spec") or {}).get("updates")))
+        self._updates_sent(result, updates)
         waiting = self._check(result, SERVICING_ERROR)
         if waiting is not None:
             self._healthy()

@@ -24,11 +24,17 @@ import re
 from typing import Any, Iterator, Mapping, Sequence
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, owner_reference
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy, Refused
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
+    NIC_COMPONENT_PREFIX,
+    known_component,
+)
 
 Problem = tuple[str, str]  # (the setting's name or the field, upstream's text)
 
 API = "metal3.io/v1alpha1"
 SETTINGS_KIND = "HostFirmwareSettings"
+COMPONENTS_KIND = "HostFirmwareComponents"
 SCHEMA_KIND = "FirmwareSchema"
 # HostFirmwareSettings' conditions, upstream's: the spec fits the schema; the spec differs from the host's settings.
 VALID, CHANGE_DETECTED = "Valid", "ChangeDetected"
@@ -36,9 +42,6 @@ VALID, CHANGE_DETECTED = "Valid", "ChangeDetected"
 # firmwareSettings (or firmwareUpdates) is onReboot.
 UPDATE_POLICY_KIND, ON_REBOOT = "HostUpdatePolicy", "onReboot"
 
-# The components upstream lets an update name, besides "nic:<id>".
-UPDATE_COMPONENTS = ("bmc", "bios")
-NIC_COMPONENT_PREFIX = "nic:"
 
 # What Go's strconv.Atoi reads: an optional sign and decimal digits, within int64.
 _ATOI = re.compile(r"^[+-]?[0-9]+$")
@@ -152,37 +155,90 @@ def component_problems(updates: Sequence[Mapping[str, Any]]) -> Iterator[Problem
     here."""
     for index, update in enumerate(updates):
         component = str(update.get("component") or "")
-        if component not in UPDATE_COMPONENTS and not component.startswith(NIC_COMPONENT_PREFIX):
+        if not known_component(component):
             yield f"spec.updates[{index}].component", (
                 f"component {component} is invalid, only 'bmc', 'bios', or names starting with "
                 f"'{NIC_COMPONENT_PREFIX}' are allowed as update names")
 
 
+def component_url_problems(updates: Sequence[Mapping[str, Any]], outbound: OutboundPolicy) -> Iterator[Problem]:
+    """Each update's URL that Ironic would be sent on the tenant's say but that names the controller's own hosts
+    (loopback, link-local; core/outbound.py), unless ``outbound`` allows them: such an update is not sent. Not
+    upstream's (it hands any URL on)."""
+    for index, update in enumerate(updates):
+        field = f"spec.updates[{index}].url"
+        try:
+            outbound.check(str(update.get("url") or ""), field)
+        except Refused as e:
+            yield field, str(e).removeprefix(f"{field}: ")
+
+
+def _owned(host: Object, kind: str, spec: Object) -> Object:
+    metadata = host["metadata"]
+    return {"apiVersion": API, "kind": kind,
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"],
+                         "ownerReferences": [owner_reference(host)]},
+            "spec": spec}
+
+
 def new_settings(host: Object) -> Object:
     """The HostFirmwareSettings a registered host gets, as upstream's host controller makes it: the host's name,
     owned by the host (deleted with it), asking for nothing."""
-    metadata = host["metadata"]
-    return {"apiVersion": API, "kind": SETTINGS_KIND,
-            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"],
-                         "ownerReferences": [owner_reference(host)]},
-            "spec": {"settings": {}}}
+    return _owned(host, SETTINGS_KIND, {"settings": {}})
+
+
+def new_components(host: Object) -> Object:
+    """The HostFirmwareComponents a registered host gets when its BMC lists firmware components, as upstream's host
+    controller makes it: the host's name, owned by the host, asking for no update."""
+    return _owned(host, COMPONENTS_KIND, {"updates": []})
+
+
+def updates_difference(wanted: Sequence[Mapping[str, Any]], sent: Sequence[Mapping[str, Any]] | None
+                       ) -> list[dict[str, str]]:
+    """Upstream's getUpdatesDifference: the updates of ``wanted`` (spec.updates) whose component was not sent
+    (status.updates) with that same URL."""
+    done = {str(update.get("component")): str(update.get("url")) for update in sent or []}
+    return [{"component": str(update.get("component")), "url": str(update.get("url"))} for update in wanted
+            if done.get(str(update.get("component"))) != str(update.get("url"))]
+
+
+def _judged(obj: Object | None) -> bool | None:
+    """Upstream's hostObjectHasChanges for a firmware kind: True when its reconcile found its current spec valid
+    and a change in it; False when not (or when it is not judged at all); None while its judgement is of an older
+    generation - wait for it."""
+    if obj is None:
+        return False
+    conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    changed = conditions.get(CHANGE_DETECTED)
+    if changed is None:
+        return False
+    if changed.get("observedGeneration") != obj["metadata"].get("generation"):
+        return None
+    return (conditions.get(VALID) or {}).get("status") == "True" and changed.get("status") == "True"
+
+
+def pending_updates(components: Object | None) -> list[dict[str, str]] | None:
+    """The firmware updates a HostFirmwareComponents asks for that were not sent yet, once its reconcile found them
+    valid (upstream's getHostFirmwareComponents then getUpdatesDifference): [] when there is nothing to send; None
+    while its reconcile has not looked at its current spec yet - wait for it."""
+    judged = _judged(components)
+    if judged is None:
+        return None
+    if not judged or components is None:
+        return []
+    return updates_difference((components.get("spec") or {}).get("updates") or [],
+                              (components.get("status") or {}).get("updates"))
 
 
 def pending_settings(settings: Object | None) -> dict[str, int | str] | None:
     """The settings a HostFirmwareSettings asks for, once its reconcile found them valid and not yet the host's
     (upstream's hostObjectHasChanges): {} when there is nothing to apply; None while its reconcile has not looked
     at its current spec yet, or has not read the host's settings - wait for it."""
-    if settings is None:
-        return {}
-    status = settings.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    changed = conditions.get(CHANGE_DETECTED)
-    if changed is None:
-        return {}
-    if changed.get("observedGeneration") != settings["metadata"].get("generation"):
+    judged = _judged(settings)
+    if judged is None:
         return None
-    if (conditions.get(VALID) or {}).get("status") != "True" or changed.get("status") != "True":
+    if not judged or settings is None:
         return {}
-    if not status.get("settings"):
+    if not (settings.get("status") or {}).get("settings"):
         return None
     return dict((settings.get("spec") or {}).get("settings") or {})

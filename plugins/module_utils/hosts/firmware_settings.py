@@ -99,7 +99,7 @@ def reconcile_firmware_settings(store: Store, provisioners: ProvisionerFactory, 
     host = store.get_if_exists(host_ref)
     if host is None:
         return Result(settings, message=f"no {host_ref}")
-    skipped = _skipped(host)
+    skipped = skip_reason(host)
     if skipped:
         return Result(settings, requeue_after=RETRY, message=f"not read: the host is {skipped}", waits_on=[host_ref])
     provisioning = (host.get("status") or {}).get("provisioning") or {}
@@ -121,7 +121,7 @@ def reconcile_firmware_settings(store: Store, provisioners: ProvisionerFactory, 
     return Result(settings, True, requeue, "settings read" + (": a change is pending" if pending else ""))
 
 
-def _skipped(host: Object) -> str:
+def skip_reason(host: Object) -> str:
     """Why a host's settings are not read now (upstream's skipReconcileSubresource), or ''."""
     if bmh.host_state(host) in (bmh.NONE, bmh.UNMANAGED):
         return "not registered"

@@ -20,10 +20,10 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.api import admiss
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.admission import Problem, request_uri_problem
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import COMPONENTS_KIND
 
 GROUP = "metal3.io"
 DATA_IMAGE_KIND = "DataImage"
-COMPONENTS_KIND = "HostFirmwareComponents"
 
 
 def _refuse(kind: str, obj: Object, problems: list[Problem]) -> None:

@@ -291,6 +291,17 @@ class Ironic:
         settings: list[dict[str, Any]] = listing.get("bios") or []
         return settings
 
+    def firmware_components(self, node: Node) -> list[dict[str, Any]]:
+        """The node's firmware components as Ironic last read them from the BMC (component, initial_version,
+        current_version, last_version_flashed, updated_at): [] when its firmware interface has none. Ironic reads
+        them after inspection, on verify, and around cleaning and servicing.
+
+        Read from the API (1.86), as the BIOS settings are: one way to read a node's sub-resources.
+        """
+        listing = self._read_node(node, "/firmware", {}, "1.86", f"the firmware components of node {node['name']}")
+        components: list[dict[str, Any]] = (listing or {}).get("firmware") or []
+        return components
+
     def _unmapped_field(self, node: Node, field: str, microversion: str) -> Any:
         """One node field openstacksdk does not map, read from the API; None when the node is gone."""
         return (self._read_node(node, "", {"fields": field}, microversion, f"node {node['name']}") or {}).get(field)

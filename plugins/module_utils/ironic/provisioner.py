@@ -21,13 +21,16 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     DELAYED,
     POLL,
     Capacity,
+    FirmwareComponents,
     FirmwareSettings,
+    FirmwareUpdates,
     HostData,
     Inspection,
     Power,
     ProvisionerFactory,
     ProvisionResult,
     Registration,
+    known_component,
     settings_changes,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import (
@@ -193,7 +196,8 @@ class IronicProvisioner:
         return Inspection(dirty=True, requeue_after=POLL, started=True, message="inspecting")
 
     @_answers(ProvisionResult)
-    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
+    def prepare(self, firmware_settings: Mapping[str, int | str],
+                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
         node = self._registered()
         state = node["provision_state"]
         if state in ("inspecting", "cleaning", "clean wait"):
@@ -214,33 +218,37 @@ class IronicProvisioner:
         # What differs from the settings Ironic read from the BMC (at the end of the last cleaning, among others):
         # not from the HostFirmwareSettings' status, which is written later and may lag behind.
         changes = settings_changes(firmware_settings, self._current_settings(node)) if firmware_settings else {}
-        if state == "manageable" and changes:
-            self.ironic.set_provision_state(node, "clean", clean_steps=[bios_step(changes)])
-            return _busy(f"applying the firmware settings {', '.join(sorted(changes))}")
+        if state == "manageable" and (changes or firmware_updates):
+            self.ironic.set_provision_state(node, "clean", clean_steps=firmware_steps(changes, firmware_updates))
+            return ProvisionResult(dirty=True, requeue_after=POLL, started=True,
+                                   message=_applying(changes, firmware_updates))
         return ProvisionResult()
 
     @_answers(ProvisionResult)
-    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool,
+                firmware_updates: FirmwareUpdates = (), updates_asked: bool = False) -> ProvisionResult:
         node = self._registered()
         state = node["provision_state"]
-        if state == "servicing" or state == "service wait" and firmware_settings:
+        asked = bool(firmware_settings) or bool(firmware_updates) or updates_asked
+        if state == "servicing" or state == "service wait" and asked:
             return _busy()
-        if state == "service failed" and firmware_settings and not restart:
+        if state == "service failed" and asked and not restart:
             return ProvisionResult(error=node["last_error"] or "servicing failed")
         if state in ("service failed", "service wait") and node["maintenance"]:
             # Ironic leaves a node whose step failed in maintenance, and refuses to abort or service it there.
             self.ironic.clear_maintenance(node)
             return _busy("taking the node out of maintenance")
-        if state == "service wait" or state == "service failed" and not firmware_settings:
+        if state == "service wait" or state == "service failed" and not asked:
             self.ironic.abort(node)  # back to active, as it was
             return _busy("aborting the servicing")
         if state not in ("active", "service failed"):
             return ProvisionResult(error=f"Ironic node {node['name']} is in state {state!r}, which servicing cannot "
                                          "start from")
         changes = settings_changes(firmware_settings, self._current_settings(node)) if firmware_settings else {}
-        if changes:
-            self.ironic.service(node, [bios_step(changes)])
-            return _busy(f"servicing: applying the firmware settings {', '.join(sorted(changes))}")
+        if changes or firmware_updates:
+            self.ironic.service(node, firmware_steps(changes, firmware_updates))
+            return ProvisionResult(dirty=True, requeue_after=POLL, started=True,
+                                   message=f"servicing: {_applying(changes, firmware_updates)}")
         if state == "service failed":  # nothing is left to apply: back to active
             self.ironic.abort(node)
             return _busy("ending the servicing")
@@ -250,6 +258,10 @@ class IronicProvisioner:
     def firmware_settings(self) -> FirmwareSettings:
         settings, schema = bios_settings(self.ironic.bios_settings(self._registered()))
         return FirmwareSettings(settings=settings, schema=schema)
+
+    @_answers(FirmwareComponents)
+    def firmware_components(self) -> FirmwareComponents:
+        return FirmwareComponents(components=firmware_components(self.ironic.firmware_components(self._registered())))
 
     def _current_settings(self, node: Node) -> dict[str, str]:
         return bios_settings(self.ironic.bios_settings(node))[0]
@@ -468,6 +480,46 @@ def bios_step(changes: Mapping[str, int | str]) -> dict[str, Any]:
     return {"interface": "bios", "step": "apply_configuration",
             "args": {"settings": [{"name": name, "value": value if isinstance(value, int) else str(value)}
                                   for name, value in sorted(changes.items())]}}
+
+
+def firmware_update_step(updates: FirmwareUpdates) -> dict[str, Any]:
+    """The step that flashes firmware, as upstream sends it: each update's component and URL, in the spec's order."""
+    return {"interface": "firmware", "step": "update",
+            "args": {"settings": [{"component": str(update["component"]), "url": str(update["url"])}
+                                  for update in updates]}}
+
+
+def firmware_steps(changes: Mapping[str, int | str], updates: FirmwareUpdates) -> list[dict[str, Any]]:
+    """The clean or service steps of a firmware change, in upstream's order: the BIOS settings, then the updates."""
+    return [*([bios_step(changes)] if changes else []), *([firmware_update_step(updates)] if updates else [])]
+
+
+def _applying(changes: Mapping[str, int | str], updates: FirmwareUpdates) -> str:
+    what = [f"applying the firmware settings {', '.join(sorted(changes))}"] if changes else []
+    if updates:
+        what.append(f"updating the firmware of {', '.join(str(update['component']) for update in updates)}")
+    return " and ".join(what)
+
+
+# Ironic's firmware component fields -> a HostFirmwareComponents' status.components fields.
+COMPONENT_FIELDS = {"component": "component", "initial_version": "initialVersion",
+                    "current_version": "currentVersion", "last_version_flashed": "lastVersionFlashed",
+                    "updated_at": "updatedAt"}
+
+
+def firmware_components(entries: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Ironic's firmware components as a HostFirmwareComponents' status.components, as upstream keeps them: bios,
+    bmc and nic:<id> only (others are left out), each field empty in Ironic left out (initialVersion always
+    there)."""
+    components = []
+    for entry in entries:
+        name = str(entry.get("component") or "")
+        if not known_component(name):
+            continue
+        component = {ours: str(entry[theirs]) for theirs, ours in COMPONENT_FIELDS.items() if entry.get(theirs)}
+        component.setdefault("initialVersion", "")
+        components.append(component)
+    return components
 
 
 def network_data_gaps(network_data: dict[str, Any]) -> str:

@@ -7,7 +7,9 @@ from typing import Any, Callable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     Capacity,
+    FirmwareComponents,
     FirmwareSettings,
+    FirmwareUpdates,
     HostData,
     Inspection,
     Power,
@@ -29,6 +31,7 @@ class Answers:
     inspect: Inspection = field(default_factory=lambda: Inspection(hardware=HARDWARE))
     prepare: ProvisionResult = field(default_factory=ProvisionResult)
     firmware_settings: FirmwareSettings = field(default_factory=FirmwareSettings)
+    firmware_components: FirmwareComponents = field(default_factory=FirmwareComponents)
     service: ProvisionResult = field(default_factory=ProvisionResult)
     provision: ProvisionResult = field(default_factory=ProvisionResult)
     adopt: ProvisionResult = field(default_factory=ProvisionResult)
@@ -63,18 +66,25 @@ class FixtureProvisioner:
         self.calls.append("inspect" + (" (refresh)" if refresh else ""))
         return self.answers.inspect
 
-    def prepare(self, firmware_settings: Mapping[str, int | str]) -> ProvisionResult:
-        self.calls.append("prepare" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else ""))
+    def prepare(self, firmware_settings: Mapping[str, int | str],
+                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
+        self.calls.append("prepare" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else "")
+                          + _updates(firmware_updates))
         return self.answers.prepare
 
-    def service(self, firmware_settings: Mapping[str, int | str], restart: bool) -> ProvisionResult:
+    def service(self, firmware_settings: Mapping[str, int | str], restart: bool,
+                firmware_updates: FirmwareUpdates = (), updates_asked: bool = False) -> ProvisionResult:
         self.calls.append("service" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else "")
-                          + (" (restart)" if restart else ""))
+                          + _updates(firmware_updates) + (" (restart)" if restart else ""))
         return self.answers.service
 
     def firmware_settings(self) -> FirmwareSettings:
         self.calls.append("firmware_settings")
         return self.answers.firmware_settings
+
+    def firmware_components(self) -> FirmwareComponents:
+        self.calls.append("firmware_components")
+        return self.answers.firmware_components
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         self.calls.append(f"provision {host.image.get('url') or host.custom_deploy}")
@@ -108,3 +118,8 @@ class FixtureProvisioner:
     def has_capacity(self) -> Capacity:
         self.calls.append("has_capacity")
         return self.answers.capacity
+
+
+def _updates(updates: FirmwareUpdates) -> str:
+    """The updates in a call's record: " update bios=<url>, ..." ("" for none)."""
+    return (" update " + ", ".join(f"{u['component']}={u['url']}" for u in updates)) if updates else ""

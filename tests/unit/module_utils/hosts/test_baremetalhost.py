@@ -27,6 +27,9 @@ class ScriptedIronic:
     def node_by_mac(self, mac):
         return next((dict(n) for n in self.nodes.values() if n["mac"] == mac), None)
 
+    def firmware_components(self, node):
+        return []
+
     options = IronicOptions()
 
     def create_node(self, name, driver, driver_info, interfaces, properties, mac, automated_clean,

@@ -53,6 +53,8 @@ class Case:
     check: Callable[[dict[str, Any]], bool] | None = None  # on the host as stored afterwards
     firmware: dict[str, Any] | None = None  # the host's HostFirmwareSettings: its spec and status (settings())
     policy: dict[str, Any] | None = None  # the spec of the host's HostUpdatePolicy
+    components: dict[str, Any] | None = None  # the host's HostFirmwareComponents: its spec and status (components())
+    check_components: Callable[[dict[str, Any]], bool] | None = None  # on its HostFirmwareComponents afterwards
 
 
 def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, judged: bool = True) -> dict[str, Any]:
@@ -65,6 +67,26 @@ def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, j
             "status": {"settings": {"ProcTurboMode": "Enabled"}, "conditions": conditions}}
 
 
+def components(updates: list[dict[str, str]], sent: list[dict[str, str]] | None = None, changed: bool = True,
+               valid: bool = True, judged: bool = True) -> dict[str, Any]:
+    """A HostFirmwareComponents asking for ``updates``, of which ``sent`` were sent (status.updates), as its
+    reconcile left it (see settings())."""
+    generation = 1 if judged else 0
+    conditions = [{"type": "ChangeDetected", "status": str(changed), "observedGeneration": generation},
+                  {"type": "Valid", "status": str(valid), "observedGeneration": generation}]
+    return {"spec": {"updates": updates},
+            "status": {"components": [{"component": "bios", "initialVersion": "1.0.0"}], "conditions": conditions,
+                       **({"updates": sent} if sent is not None else {})}}
+
+
+def sent(updates: list[dict[str, str]] | None) -> Callable[[dict[str, Any]], bool]:
+    return lambda hfc: hfc["status"].get("updates") == updates
+
+
+BIOS_UPDATE = {"component": "bios", "url": "http://fw/bios.bin"}
+SENDS_BIOS = " update bios=http://fw/bios.bin"
+STARTED = ProvisionResult(dirty=True, requeue_after=POLL, started=True)
+UPDATES_ON_REBOOT = {"firmwareUpdates": "onReboot"}
 TURBO_OFF = {"ProcTurboMode": "Disabled"}
 SETTINGS_ON_REBOOT = {"firmwareSettings": "onReboot"}
 REBOOTING = {"spec": {"online": True, "image": {"url": "http://i/os.img", "checksum": "abc"}},
@@ -112,15 +134,17 @@ CASES = [
          check=lambda h: not h["metadata"].get("finalizers")),
     case("registered-moves-to-inspecting", S.REGISTERING, S.INSPECTING, POLL,
          answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)},
-         calls=("register", "register", "inspect"),
+         calls=("register", "firmware_components", "register", "inspect"),
          check=lambda h: h["status"]["provisioning"]["ID"] == PROVISIONER_ID),
     case("match-profile-is-registering", S.MATCH_PROFILE, S.INSPECTING, POLL,
          answers={"inspect": Inspection(dirty=True, requeue_after=POLL, started=True)}),
     case("registered-externally-provisioned", S.REGISTERING, S.EXTERNALLY_PROVISIONED, None,
-         spec={"externallyProvisioned": True}, calls=("register", "register", "adopt", "power off")),
+         spec={"externallyProvisioned": True}, calls=("register", "firmware_components", "register", "adopt",
+                                                          "power off")),
     # Registered, a host has its HostFirmwareSettings, and once available it looks at them again now and then.
     case("registered-without-inspection-is-prepared", S.REGISTERING, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_RECHECK,
-         spec={"inspectionMode": "disabled"}, calls=("register", "register", "prepare", "register", "power off")),
+         spec={"inspectionMode": "disabled"},
+         calls=("register", "firmware_components", "register", "prepare", "register", "power off")),
     case("registered-without-inspection-takes-hardware-by-hand", S.REGISTERING, S.AVAILABLE,
          bmh.FIRMWARE_SETTINGS_RECHECK,
          spec={"inspectionMode": "disabled"},
@@ -348,6 +372,30 @@ CASES = [
     case("failed-settings-are-a-preparation-error", S.PREPARING, S.PREPARING, BACKOFF, error=S.PREPARATION_ERROR,
          firmware=settings(TURBO_OFF), answers={"prepare": FAILED}),
 
+    # -- firmware updates (HostFirmwareComponents), sent while available: those not sent yet -------------------
+    case("available-host-sends-valid-updates", S.AVAILABLE, S.PREPARING, POLL, components=components([BIOS_UPDATE]),
+         answers={"prepare": STARTED}, calls=("register", "register", "prepare" + SENDS_BIOS),
+         check_components=sent([BIOS_UPDATE])),
+    case("updates-sent-are-not-sent-again", S.PREPARING, S.AVAILABLE, None,
+         components=components([BIOS_UPDATE], sent=[BIOS_UPDATE]), calls=("register", "prepare", "register",
+                                                                           "power off"),
+         check_components=sent([BIOS_UPDATE])),
+    case("an-update-of-another-url-is-sent", S.PREPARING, S.PREPARING, POLL,
+         components=components([{"component": "bios", "url": "http://fw/bios-2.bin"}], sent=[BIOS_UPDATE]),
+         answers={"prepare": STARTED}, calls=("register", "prepare update bios=http://fw/bios-2.bin"),
+         check_components=sent([{"component": "bios", "url": "http://fw/bios-2.bin"}])),
+    case("updates-not-yet-judged-are-waited-for", S.AVAILABLE, S.AVAILABLE, bmh.FIRMWARE_SETTINGS_WAIT,
+         components=components([BIOS_UPDATE], judged=False), calls=("register",)),
+    case("invalid-updates-are-not-sent", S.AVAILABLE, S.AVAILABLE, None,
+         components=components([{"component": "cpld", "url": "http://fw/x"}], valid=False),
+         calls=("register", "power off")),
+    case("failed-update-is-a-preparation-error-and-is-sent-again-next-time", S.PREPARING, S.PREPARING, BACKOFF,
+         error=S.PREPARATION_ERROR, components=components([BIOS_UPDATE], sent=[BIOS_UPDATE], changed=False),
+         answers={"prepare": FAILED}, check_components=sent(None)),
+    case("settings-and-updates-go-in-one-preparation", S.PREPARING, S.PREPARING, POLL,
+         firmware=settings(TURBO_OFF), components=components([BIOS_UPDATE]), answers={"prepare": STARTED},
+         calls=("register", "prepare {'ProcTurboMode': 'Disabled'}" + SENDS_BIOS)),
+
     # -- servicing: firmware settings applied to a provisioned host as it reboots, under its HostUpdatePolicy ----
     case("reboot-under-a-policy-starts-servicing", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=ON,
          firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT, answers=CURRENT,
@@ -382,6 +430,24 @@ CASES = [
     case("no-servicing-unless-it-reboots", S.PROVISIONED, S.PROVISIONED, None, spec={**ONLINE, **IMAGE},
          status={"poweredOn": True}, firmware=settings(TURBO_OFF), policy=SETTINGS_ON_REBOOT,
          answers={"power": Power(powered_on=True)}, calls=("register", "adopt", "power on")),
+
+    case("reboot-under-a-policy-for-updates-starts-servicing", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING,
+         status=ON, components=components([BIOS_UPDATE]), policy=UPDATES_ON_REBOOT, calls=("register", "adopt"),
+         check=status_of(operationalStatus="servicing")),
+    case("servicing-sends-the-updates", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING, status=SERVICING,
+         components=components([BIOS_UPDATE]), policy=UPDATES_ON_REBOOT, answers={"service": STARTED},
+         calls=("register", "adopt", "service" + SENDS_BIOS), check_components=sent([BIOS_UPDATE])),
+    case("servicing-with-updates-sent-waits-for-them", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING,
+         status=SERVICING, components=components([BIOS_UPDATE], sent=[BIOS_UPDATE], changed=False),
+         policy=UPDATES_ON_REBOOT, answers={"service": BUSY}, calls=("register", "adopt", "service")),
+    case("failed-servicing-sends-the-updates-again", S.PROVISIONED, S.PROVISIONED, BACKOFF, **REBOOTING,
+         status=SERVICING, error=S.SERVICING_ERROR, policy=UPDATES_ON_REBOOT,
+         components=components([BIOS_UPDATE], sent=[BIOS_UPDATE], changed=False), answers={"service": FAILED},
+         check_components=sent(None)),
+    case("a-policy-for-settings-does-not-allow-updates", S.PROVISIONED, S.PROVISIONED, POLL, **REBOOTING,
+         status=ON, components=components([BIOS_UPDATE]), policy=SETTINGS_ON_REBOOT,
+         answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True)},
+         calls=("register", "adopt", "power on (hard reboot)")),
 
     # -- detached and paused -------------------------------------------------------------------------------
     case("detached-host-is-forgotten", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
@@ -451,6 +517,10 @@ def make_host(store: LocalStore, case: Case) -> Ref:
         made = store.create({"apiVersion": bmh.API, "kind": "HostFirmwareSettings",
                              "metadata": {"name": "h", "namespace": "ns"}, "spec": case.firmware["spec"]})
         store.update_status({**made, "status": case.firmware["status"]})
+    if case.components is not None:
+        made = store.create({"apiVersion": bmh.API, "kind": "HostFirmwareComponents",
+                             "metadata": {"name": "h", "namespace": "ns"}, "spec": case.components["spec"]})
+        store.update_status({**made, "status": case.components["status"]})
     if case.policy is not None:
         store.create({"apiVersion": bmh.API, "kind": "HostUpdatePolicy", "metadata": {"name": "h", "namespace": "ns"},
                       "spec": case.policy})
@@ -476,6 +546,9 @@ def test_host_state_machine(store, case: Case):
         assert fixture.calls == list(case.calls)
     if case.check is not None:
         assert case.check(store.get(ref)), store.get(ref)
+    if case.check_components is not None:
+        made = store.get(Ref(bmh.API, "HostFirmwareComponents", "h", "ns"))
+        assert case.check_components(made), made
 
 
 def test_there_are_enough_scenarios_to_specify_the_machine():

@@ -109,6 +109,9 @@ class RecordingIronic:
     def bios_settings(self, node):
         return node.get("bios") or []
 
+    def firmware_components(self, node):
+        return node.get("firmware") or []
+
     def set_power_state(self, node, target):
         self._record(target)
 
@@ -150,6 +153,34 @@ BIOS = [{"name": "ProcTurboMode", "value": "Enabled", "attribute_type": "Enumera
 
 
 TURBO_OFF = {"ProcTurboMode": "Disabled"}
+BIOS_UPDATE = {"component": "bios", "url": "http://fw/bios.bin"}
+# Ironic's firmware components (API 1.86), as sushy-tools' libvirt driver has them after a bios update, and what a
+# HostFirmwareComponents' status.components keeps of each: bios, bmc and nic:<id> only, empty fields left out.
+FIRMWARE = [
+    ({"component": "bios", "initial_version": "1.0.0", "current_version": "1.1.0", "last_version_flashed": "1.1.0",
+      "updated_at": "2025-06-01T10:00:00+00:00"},
+     {"component": "bios", "initialVersion": "1.0.0", "currentVersion": "1.1.0", "lastVersionFlashed": "1.1.0",
+      "updatedAt": "2025-06-01T10:00:00+00:00"}),
+    ({"component": "bmc", "initial_version": "1.00", "current_version": "1.00", "last_version_flashed": None,
+      "updated_at": None},
+     {"component": "bmc", "initialVersion": "1.00", "currentVersion": "1.00"}),
+    ({"component": "nic:NIC.Slot.1", "initial_version": "22.0", "current_version": "22.0"},
+     {"component": "nic:NIC.Slot.1", "initialVersion": "22.0", "currentVersion": "22.0"}),
+    ({"component": "cpld", "initial_version": "3", "current_version": "3"}, None),
+]
+
+
+def test_firmware_components_are_bios_bmc_and_nics_in_upstreams_fields():
+    entries = [ironic_entry for ironic_entry, _ in FIRMWARE]
+    read = ironic.IronicProvisioner(RecordingIronic(node(firmware=entries)), "ns~h", "uuid-1").firmware_components()
+    assert read.components == [ours for _, ours in FIRMWARE if ours is not None]
+
+
+def test_firmware_update_step_is_upstreams():
+    assert ironic.firmware_update_step([BIOS_UPDATE, {"component": "nic:1", "url": "https://fw/nic.bin"}]) == {
+        "interface": "firmware", "step": "update",
+        "args": {"settings": [{"component": "bios", "url": "http://fw/bios.bin"},
+                              {"component": "nic:1", "url": "https://fw/nic.bin"}]}}
 
 
 def test_firmware_settings_and_their_schema_from_ironics_bios_settings():
@@ -226,7 +257,16 @@ OPERATIONS = [
     pytest.param(lambda p: p.prepare({}), node(provision_state="inspecting"), {}, [], "busy", id="prep-inspecting"),
     pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled", "NumCores": 12}), node(bios=BIOS), {},
                  ["clean bios.apply_configuration {'settings': [{'name': 'NumCores', 'value': 12}, "
-                  "{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"], "busy", id="prep-applies-what-differs"),
+                  "{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"], "busy started", id="prep-applies-what-differs"),
+    pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}, [BIOS_UPDATE]), node(bios=BIOS), {},
+                 ["clean bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]} "
+                  "firmware.update {'settings': [{'component': 'bios', 'url': 'http://fw/bios.bin'}]}"],
+                 "busy started", id="prep-settings-then-firmware"),
+    pytest.param(lambda p: p.prepare({}, [BIOS_UPDATE]), node(), {},
+                 ["clean firmware.update {'settings': [{'component': 'bios', 'url': 'http://fw/bios.bin'}]}"],
+                 "busy started", id="prep-firmware-only"),
+    pytest.param(lambda p: p.prepare({}, [BIOS_UPDATE]), node(provision_state="clean wait"), {}, [], "busy",
+                 id="prep-firmware-under-way"),
     pytest.param(lambda p: p.prepare({"ProcTurboMode": "Enabled", "NumCores": "10"}), node(bios=BIOS), {}, [],
                  "done", id="prep-settings-already-so"),
     pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}), node(provision_state="clean wait", bios=BIOS),
@@ -237,7 +277,14 @@ OPERATIONS = [
     # service (a provisioned host's firmware settings)
     pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="active", bios=BIOS), {},
                  ["service bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"],
-                 "busy", id="serv-starts"),
+                 "busy started", id="serv-starts"),
+    pytest.param(lambda p: p.service({}, False, [BIOS_UPDATE], True), node(provision_state="active"), {},
+                 ["service firmware.update {'settings': [{'component': 'bios', 'url': 'http://fw/bios.bin'}]}"],
+                 "busy started", id="serv-starts-an-update"),
+    pytest.param(lambda p: p.service({}, False, [], True), node(provision_state="service wait"), {}, [], "busy",
+                 id="serv-update-sent-waits"),
+    pytest.param(lambda p: p.service({}, False, [], True), node(provision_state="active"), {}, [], "done",
+                 id="serv-update-sent-is-done"),
     pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="servicing", bios=BIOS), {}, [], "busy",
                  id="serv-under-way"),
     pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="service wait", bios=BIOS), {}, [],
@@ -252,7 +299,7 @@ OPERATIONS = [
                  ["maintenance off"], "busy", id="serv-restart-leaves-maintenance-first"),
     pytest.param(lambda p: p.service(TURBO_OFF, True), node(provision_state="service failed", bios=BIOS), {},
                  ["service bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"],
-                 "busy", id="serv-restarts"),
+                 "busy started", id="serv-restarts"),
     pytest.param(lambda p: p.service({}, True), node(provision_state="service failed", bios=BIOS), {}, ["abort"],
                  "busy", id="serv-reverted-by-aborting"),
     pytest.param(lambda p: p.service({}, False), node(provision_state="service wait", bios=BIOS), {}, ["abort"],
@@ -357,7 +404,7 @@ def test_health_is_the_nodes_as_read_in_the_reconcile(health, expected):
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 13
+    assert len(operations) == 14
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
