@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: firmware
-short_description: Read and ask for a host's BIOS settings (HostFirmwareSettings and FirmwareSchema)
+short_description: Read and ask for a host's BIOS settings and firmware updates (its firmware kinds)
 version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
@@ -19,11 +19,25 @@ description:
     (M(metal3.baremetal.baremetal_host), or the operator), by Ironic's manual cleaning, and its next read here
     shows the new values.
   - A setting whose name holds C(Password) is never read nor asked for, as upstream.
-  - Without O(name), every HostFirmwareSettings of O(namespace) is reconciled - a fleet's settings in one task.
+  - A registered host whose BMC lists firmware components also has a HostFirmwareComponents of its name, reconciled
+    here too: its components (C(bios), C(bmc), C(nic:<id>)) and their versions read from Ironic into
+    C(status.components), and C(spec.updates) judged - each update must name one of those components, and a URL
+    that is not the controller's own loopback or link-local host (unless O(allowed_local_hosts) names it).
+  - With O(updates), those updates replace C(spec.updates). An available host sends the valid ones not sent yet in
+    a manual cleaning (Ironic's C(firmware.update) step, which boots the agent ramdisk); a provisioned one by
+    servicing as it reboots, when its HostUpdatePolicy has C(firmwareUpdates: onReboot). C(status.updates) then
+    lists them, and the next read here shows the new versions.
+  - Without O(name), every host of O(namespace) is reconciled - a fleet's firmware in one task.
 options:
   name:
-    description: The host (its HostFirmwareSettings has its name). Without it, every one of O(namespace).
+    description: The host (its HostFirmwareSettings and HostFirmwareComponents have its name). Without it, every
+      one of O(namespace).
     type: str
+  kind:
+    description:
+      - Only this kind of each host (the operator reconciles one object at a time). Without it, both.
+    type: str
+    choices: [HostFirmwareSettings, HostFirmwareComponents]
   namespace:
     description: Their namespace.
     type: str
@@ -33,9 +47,25 @@ options:
       - BIOS settings to ask for, name to value (a string or an integer; quote C(true) or C(1.5)), merged into
         C(spec.settings); null takes a setting out. Only with O(name).
     type: dict
+  updates:
+    description:
+      - Firmware updates to ask for, replacing C(spec.updates), as upstream's list is replaced (an empty list asks
+        for none). Only with O(name).
+    type: list
+    elements: dict
+    suboptions:
+      component:
+        description: C(bios), C(bmc) or C(nic:<id>).
+        type: str
+        required: true
+      url:
+        description: Where the BMC (or Ironic) fetches the firmware image.
+        type: str
+        required: true
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.ironic
+  - metal3.baremetal.outbound
   - metal3.baremetal.attributes
 attributes:
   check_mode:
@@ -58,7 +88,15 @@ EXAMPLES = r"""
     namespace: metal3
     wait_for: available
 
-- name: Every host's settings, read again
+- name: Update the BIOS of a provisioned host as it next reboots (its HostUpdatePolicy has firmwareUpdates onReboot)
+  metal3.baremetal.firmware:
+    name: node-1
+    namespace: metal3
+    updates:
+      - component: bios
+        url: http://images.example.com/firmware/bios-2.1.bin
+
+- name: Every host's settings and firmware, read again
   metal3.baremetal.firmware:
     namespace: metal3
   register: fleet
@@ -70,7 +108,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 hosts:
-  description: Each HostFirmwareSettings after its reconcile.
+  description: Each host's HostFirmwareSettings and HostFirmwareComponents after their reconcile.
   returned: always
   type: list
   elements: dict
@@ -101,13 +139,37 @@ hosts:
     message:
       description: Why what is asked for is not valid, naming each setting; empty when it is.
       type: str
+    components:
+      description: The host's firmware components (C(status.components)); empty when it has no HostFirmwareComponents.
+      type: list
+      elements: dict
+      sample: [{"component": "bios", "initialVersion": "1.0.0", "currentVersion": "1.1.0",
+                "lastVersionFlashed": "1.1.0", "updatedAt": "2025-06-01T10:00:00+00:00"},
+               {"component": "bmc", "initialVersion": "1.00", "currentVersion": "1.00"}]
+    updates:
+      description: The firmware updates asked for (C(spec.updates)).
+      type: list
+      elements: dict
+    updates_sent:
+      description: The updates the host sent to its BMC (C(status.updates)).
+      type: list
+      elements: dict
+    updates_change_detected:
+      description: Whether updates are asked for that were not sent (the C(ChangeDetected) condition).
+      type: bool
+    updates_valid:
+      description: Whether the updates asked for are valid (the C(Valid) condition).
+      type: bool
+    updates_message:
+      description: Why they are not, naming each field (C(spec.updates[0].url)); empty when they are.
+      type: str
     requeue_after:
-      description: Seconds after which the settings should be read again.
+      description: Seconds after which the settings and firmware should be read again.
       type: float
     waits_on:
       description:
-        - The objects whose change may let the settings be read (the host, while it is not registered, detached or
-          paused), in the form M(metal3.baremetal.requeue_after) takes as
+        - The objects whose change may let the settings and firmware be read (the host, while it is not registered,
+          detached or paused), in the form M(metal3.baremetal.requeue_after) takes as
           O(metal3.baremetal.requeue_after#module:wait_on).
       type: list
       elements: dict
@@ -117,65 +179,103 @@ message:
   type: str
 """
 
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, check_name, check_namespace
-from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import API, SETTINGS_KIND
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware_settings import (
-    ask_settings,
-    reconcile_firmware_settings,
-    summary,
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import (
+    IRONIC_MINIMUMS,
+    store_options,
+    with_ironic,
+    with_outbound,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
+    Object,
+    Ref,
+    check_name,
+    check_namespace,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
+from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware_components as hfc
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware_settings as hfs
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import API, COMPONENTS_KIND, SETTINGS_KIND
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
 
+KINDS = (SETTINGS_KIND, COMPONENTS_KIND)
+# What each kind asks for: the module's option, the spec field it goes in, and the function that puts it there.
+ASKS: dict[str, tuple[str, Callable[..., tuple[Object, bool]]]] = {
+    SETTINGS_KIND: ("settings", hfs.ask_settings), COMPONENTS_KIND: ("updates", hfc.ask_updates)}
+
 
 def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     namespace = check_namespace(params["namespace"], "namespace")
-    if params["settings"] is not None and not params["name"]:
-        raise BadRequest("settings: only with name (the host whose settings they are)")
+    kinds = (params["kind"],) if params["kind"] else KINDS
+    for kind, (option, _ask) in ASKS.items():
+        if params[option] is not None and not params["name"]:
+            raise BadRequest(f"{option}: only with name (the host whose {option} they are)")
+        if params[option] is not None and kind not in kinds:
+            raise BadRequest(f"{option}: not with kind {params['kind']} (they are a {kind}'s)")
     options = IronicOptions.from_params(params)
     provisioners = ironic_provisioners(Ironic(options, dry_run=check_mode), options.provisioning_limit)
+    outbound = OutboundPolicy.from_params(params)
     result: dict[str, Any] = {"changed": False, "hosts": [], "diff": {"before": {}, "after": {}}}
     messages = []
     with open_store(store_options(params)) as store:
         if params["name"]:
-            refs = [Ref(API, SETTINGS_KIND, check_name(params["name"], "name"), namespace)]
+            names = [check_name(params["name"], "name")]
         else:
-            refs = [Ref.of(obj) for obj in store.list(API, SETTINGS_KIND, namespace)]
-        for ref in refs:
-            if params["settings"] is not None:
-                try:
-                    before = store.get(ref)
-                except NotFound:
-                    raise BadRequest(f"name: {ref} not found (a host has it once registered)") from None
-                after, changed = ask_settings(store, ref, params["settings"], check_mode)
-                if changed:
-                    result["changed"] = True
-                    result["diff"]["before"][ref.name] = (before.get("spec") or {}).get("settings") or {}
-                    result["diff"]["after"][ref.name] = after["spec"]["settings"]
-            step = reconcile_firmware_settings(store, provisioners, ref, check_mode)
-            if step.obj is None:
-                raise BadRequest(f"name: {ref} not found (a host has it once registered)")
-            result["changed"] = result["changed"] or step.changed
-            result["hosts"].append({**summary(step.obj), "requeue_after": step.requeue_after,
-                                    "waits_on": step.wait_targets()})
-            messages.append(f"{ref}: {step.message}")
+            names = sorted({obj["metadata"]["name"] for kind in kinds for obj in store.list(API, kind, namespace)})
+        for name in names:
+            refs = {kind: Ref(API, kind, name, namespace) for kind in kinds}
+            found = {kind: store.get_if_exists(ref) for kind, ref in refs.items()}
+            if not any(found.values()):
+                raise BadRequest(f"name: {name} has no {' nor '.join(kinds)} in {namespace} (a host has them once "
+                                 "registered, its firmware components when its BMC lists some)")
+            steps: dict[str, Result] = {}
+            for kind, ref in refs.items():
+                option, ask = ASKS[kind]
+                before = found[kind]
+                if params[option] is not None:
+                    if before is None:
+                        raise BadRequest(f"{option}: {name} has no {kind} in {namespace} (a host has it once "
+                                         "registered" + (", when its BMC lists firmware components)"
+                                                         if kind == COMPONENTS_KIND else ")"))
+                    after, changed = ask(store, ref, params[option], check_mode)
+                    if changed:
+                        result["changed"] = True
+                        diff = result["diff"]
+                        diff["before"].setdefault(name, {})[option] = (before.get("spec") or {}).get(option)
+                        diff["after"].setdefault(name, {})[option] = after["spec"][option]
+                if before is None:
+                    continue
+                steps[kind] = (hfs.reconcile_firmware_settings(store, provisioners, ref, check_mode)
+                               if kind == SETTINGS_KIND else
+                               hfc.reconcile_firmware_components(store, provisioners, ref, check_mode, outbound))
+                result["changed"] = result["changed"] or steps[kind].changed
+                messages.append(f"{ref}: {steps[kind].message}")
+            settings, components = (steps[kind].obj if kind in steps else None for kind in KINDS)
+            requeues = [step.requeue_after for step in steps.values() if step.requeue_after is not None]
+            result["hosts"].append({
+                "name": name, "namespace": namespace,
+                **hfs.summary(settings), **hfc.summary(components),
+                "requeue_after": min(requeues) if requeues else None,
+                "waits_on": [target for step in steps.values() for target in step.wait_targets()]})
     result["message"] = "\n".join(messages)
     return result
 
 
 SPEC = ModuleSpec(
-    argument_spec=with_ironic({
+    argument_spec=with_outbound(with_ironic({
         "name": {"type": "str"},
         "namespace": {"type": "str", "default": "default"},
+        "kind": {"type": "str", "choices": list(KINDS)},
         "settings": {"type": "dict"},
-    }),
+        "updates": {"type": "list", "elements": "raw"},
+    })),
     run=run,
     minimums=IRONIC_MINIMUMS,
 )

@@ -10,6 +10,7 @@ service step needs none: an update by servicing a provisioned host is run here, 
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
@@ -19,6 +20,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firm
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.ironic import REPO
+from tests.integration.playbook_runs import ansible_playbook
 from tests.integration.test_firmware_settings import NS, register
 
 # Not the controller's own host, and never fetched (sushy-tools downloads nothing): TEST-NET-1.
@@ -40,7 +43,8 @@ def test_a_hosts_components_are_listed_and_bad_updates_refused_naming_the_field(
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     provisioners = ironic_provisioners(Ironic(IronicOptions(cloud=ironic.cloud)))
-    with LocalStore(str(tmp_path / "store.db")) as store:
+    store_path = tmp_path / "store.db"
+    with LocalStore(str(store_path)) as store:
         ref = register(store, ironic, redfish_hardware, 4)
         components_ref = Ref(firmware.API, firmware.COMPONENTS_KIND, ref.name, NS)
         made = store.get(components_ref)  # registered: the BMC lists components, so the host has them, owns them
@@ -64,6 +68,18 @@ def test_a_hosts_components_are_listed_and_bad_updates_refused_naming_the_field(
         assert last.state == bmh.AVAILABLE and not last.error, last.message
         assert store.get(components_ref)["status"].get("updates") is None
     assert redfish_hardware.system(ref.name)["BiosVersion"] == "1.0.0"
+
+    # The fleet playbook: an update asked of an unknown component is refused at the play's end, naming the field;
+    # the firmware table lists the host's components.
+    run = ansible_playbook(REPO / "playbooks" / "firmware.yml",
+                           {"firmware_namespace": NS, "firmware_wait_timeout": 120,
+                            "firmware_updates": {ref.name: [{"component": "cpld", "url": BIOS_IMAGE}]}},
+                           env={**ironic.env, "METAL3_STORE_PATH": str(store_path)}, timeout=600)
+    assert "Traceback" not in run.output
+    assert not run.ok and f"{ref.name}: Invalid Firmware Components: spec.updates[0].component: component cpld " \
+        "is invalid" in run.output, run.output
+    assert re.search(rf"^{ref.name} +bios +1\.0\.0 +1\.0\.0 +- *$", run.output, re.M), run.output
+    assert re.search(rf"^{ref.name} +bmc +1\.00 +1\.00 +- *$", run.output, re.M), run.output
 
 
 def test_a_provisioned_host_is_updated_by_servicing_under_its_policy(tmp_path, ironic, redfish_hardware, monkeypatch):

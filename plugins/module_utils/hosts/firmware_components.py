@@ -69,16 +69,16 @@ def ask_updates(store: Store, ref: Ref, updates: Sequence[Any], dry_run: bool = 
     return store.update({**current, "spec": {**(current.get("spec") or {}), "updates": wanted}}, dry_run=dry_run), True
 
 
-def summary(components: Object) -> dict[str, Any]:
-    """A HostFirmwareComponents as the module reports it."""
-    status = components.get("status") or {}
+def summary(components: Object | None) -> dict[str, Any]:
+    """A HostFirmwareComponents as the module reports it, beside the host's settings (nothing when it has none)."""
+    status = (components or {}).get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    return {"name": components["metadata"]["name"], "namespace": components["metadata"]["namespace"],
-            "components": status.get("components") or [],
-            "updates": (components.get("spec") or {}).get("updates") or [], "sent": status.get("updates") or [],
-            "change_detected": (conditions.get(CHANGE_DETECTED) or {}).get("status") == "True",
-            "valid": (conditions.get(VALID) or {}).get("status") == "True",
-            "message": (conditions.get(VALID) or {}).get("message", "")}
+    return {"components": status.get("components") or [],
+            "updates": ((components or {}).get("spec") or {}).get("updates") or [],
+            "updates_sent": status.get("updates") or [],
+            "updates_change_detected": (conditions.get(CHANGE_DETECTED) or {}).get("status") == "True",
+            "updates_valid": (conditions.get(VALID) or {}).get("status", "True") == "True",
+            "updates_message": (conditions.get(VALID) or {}).get("message", "")}
 
 
 def reconcile_firmware_components(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry_run: bool = False,

@@ -77,15 +77,15 @@ def ask_settings(store: Store, ref: Ref, settings: Mapping[str, Any], dry_run: b
     return store.update({**current, "spec": {**(current.get("spec") or {}), "settings": wanted}}, dry_run=dry_run), True
 
 
-def summary(settings: Object) -> dict[str, Any]:
-    """A HostFirmwareSettings as the module reports it."""
-    status = settings.get("status") or {}
+def summary(settings: Object | None) -> dict[str, Any]:
+    """A HostFirmwareSettings as the module reports it (nothing asked, nothing read when the host has none)."""
+    status = (settings or {}).get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    return {"name": settings["metadata"]["name"], "namespace": settings["metadata"]["namespace"],
-            "settings": status.get("settings") or {}, "wanted": (settings.get("spec") or {}).get("settings") or {},
+    return {"settings": status.get("settings") or {},
+            "wanted": ((settings or {}).get("spec") or {}).get("settings") or {},
             "schema": (status.get("schema") or {}).get("name", ""),
             "change_detected": (conditions.get(CHANGE_DETECTED) or {}).get("status") == "True",
-            "valid": (conditions.get(VALID) or {}).get("status") == "True",
+            "valid": (conditions.get(VALID) or {}).get("status", "True") == "True",
             "message": (conditions.get(VALID) or {}).get("message", "")}
 
 
