@@ -20,12 +20,12 @@ description:
     shows the new values.
   - A setting whose name holds C(Password) is never read nor asked for, as upstream.
   - A registered host whose BMC lists firmware components also has a HostFirmwareComponents of its name, reconciled
-    here too: its components (C(bios), C(bmc), C(nic:<id>)) and their versions read from Ironic into
+    here too - its components (C(bios), C(bmc), C(nic:<id>)) and their versions read from Ironic into
     C(status.components), and C(spec.updates) judged - each update must name one of those components, and a URL
     that is not the controller's own loopback or link-local host (unless O(allowed_local_hosts) names it).
   - With O(updates), those updates replace C(spec.updates). An available host sends the valid ones not sent yet in
     a manual cleaning (Ironic's C(firmware.update) step, which boots the agent ramdisk); a provisioned one by
-    servicing as it reboots, when its HostUpdatePolicy has C(firmwareUpdates: onReboot). C(status.updates) then
+    servicing as it reboots, when its HostUpdatePolicy has C(firmwareUpdates) C(onReboot). C(status.updates) then
     lists them, and the next read here shows the new versions.
   - Without O(name), every host of O(namespace) is reconciled - a fleet's firmware in one task.
 options:
