@@ -38,8 +38,8 @@ def valid(components: dict[str, Any]) -> tuple[str, str]:
     return condition["status"], condition.get("message", "")
 
 
-def test_a_hosts_components_are_listed_and_bad_updates_refused_naming_the_field(tmp_path, ironic, redfish_hardware,
-                                                                                 monkeypatch):
+def test_a_hosts_components_are_listed_and_bad_updates_refused_naming_the_field(
+        tmp_path, ironic, redfish_hardware, monkeypatch):
     for key, value in ironic.env.items():
         monkeypatch.setenv(key, value)
     provisioners = ironic_provisioners(Ironic(IronicOptions(cloud=ironic.cloud)))

@@ -171,9 +171,9 @@ FIRMWARE = [
 
 
 def test_firmware_components_are_bios_bmc_and_nics_in_upstreams_fields():
-    entries = [ironic_entry for ironic_entry, _ in FIRMWARE]
+    entries = [ironic_entry for ironic_entry, ours in FIRMWARE]
     read = ironic.IronicProvisioner(RecordingIronic(node(firmware=entries)), "ns~h", "uuid-1").firmware_components()
-    assert read.components == [ours for _, ours in FIRMWARE if ours is not None]
+    assert read.components == [ours for ironic_entry, ours in FIRMWARE if ours is not None]
 
 
 def test_firmware_update_step_is_upstreams():
