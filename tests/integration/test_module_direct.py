@@ -141,6 +141,8 @@ CASES = [
          lambda r: [p["metadata"]["name"] for p in r["resources"]] == ["mgmt"]),
     Case("baremetal_host", {"name": "host-0", "namespace": NS, "ironic_url": CLOSED_PORT_URL, "ironic_timeout": 2},
          lambda r: "Ironic at http://127.0.0.1:9 did not answer" in r["msg"], failed=True),
+    Case("firmware", {"namespace": NS, "settings": {"ProcTurboMode": "Disabled"}},
+         lambda r: r["msg"] == "settings: only with name (the host whose settings they are)", failed=True),
     Case("timeline", {"namespace": NS}, lambda r: r["changed"] and [h["name"] for h in r["hosts"]] == ["host-0"],
          files={"path": "timeline.svg"}),
     Case("table", {"columns": ["HOST", "STATE"], "rows": [["host-0", None]]},

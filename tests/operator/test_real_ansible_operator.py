@@ -31,7 +31,7 @@ pytestmark = pytest.mark.kubernetes
 
 OPERATORS = {"ansible-operator": AnsibleOperator, "metal3_operator": Operator}
 # One Redfish system each, so that both can run on one emulator (and on redfish_hardware's, beside
-# tests/integration/test_firmware_settings.py's two).
+# tests/integration/test_host_firmware_settings.py's two).
 SYSTEM = {"ansible-operator": 2, "metal3_operator": 3}
 HFS = ("metal3.io", "v1alpha1", "hostfirmwaresettings")
 VERDICTS = [(what, text, True) for what, text in ACCEPTED] + [(what, text, False) for what, text, _why in REFUSED]

@@ -173,7 +173,8 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     watches = {w.kind: w for w in load(REPO / "operator" / "watches.yaml")}
     assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "IPPrefixPool", "IPPrefixClaim", "BareMetalHost",
                             "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3Remediation", "Metal3DataClaim",
-                            "Metal3Data", "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall"}
+                            "Metal3Data", "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall",
+                            "HostFirmwareSettings", "HostFirmwareComponents"}
     claim = watches["IPClaim"]
     assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
                                                         "metal3.baremetal.ipam_reconcile")
@@ -183,7 +184,11 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     # No reconcilePeriod: the --reconcile-period flag's, in both operators.
     assert all(w.reconcile_period is None for w in watches.values())
     assert all(w.mark_unsafe for w in watches.values())
-    assert all(w.finalizer.role == w.role for w in watches.values())
+    # Each kind's finalizer names its role; a host's firmware kinds have none, as upstream's: the host owns them.
+    firmware = {"HostFirmwareSettings", "HostFirmwareComponents"}
+    assert all(w.finalizer.role == w.role for w in watches.values() if w.kind not in firmware)
+    assert all(watches[kind].finalizer is None and watches[kind].role == "metal3.baremetal.firmware"
+               and watches[kind].vars == {"firmware_kind": kind} for kind in firmware)
     # The metal-stack kinds at the one version each serves, with the finalizers the engine puts on them (the
     # provider's); the kind is the watch's.
     for kind, version, finalizer in (("MetalStackCluster", "v1alpha3", CLUSTER_FINALIZER),

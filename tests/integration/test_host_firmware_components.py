@@ -22,7 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisione
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import REPO
 from tests.integration.playbook_runs import ansible_playbook
-from tests.integration.test_firmware_settings import NS, register
+from tests.integration.test_host_firmware_settings import NS, register
 
 # Not the controller's own host, and never fetched (sushy-tools downloads nothing): TEST-NET-1.
 BIOS_IMAGE = "http://192.0.2.10/firmware/bios-1.1.0.bin"
