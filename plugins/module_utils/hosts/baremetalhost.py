@@ -274,6 +274,7 @@ class _Reconcile:
         self._data: tuple[HostData, dict[str, Any]] | None = None
         self._after_write: list[str] = []  # annotations to remove once the status write that needs it is made
         self.waits_on: list[Ref] = []  # what may let the host go on when it changes (its HostFirmwareSettings)
+        self._firmware_read: dict[Ref, Object | None] = {}  # the host's firmware kinds, as this reconcile read them
 
     # -- the frame ------------------------------------------------------------------------------------
     @property
@@ -590,10 +591,19 @@ class _Reconcile:
         return Ref(firmware.API, firmware.COMPONENTS_KIND, self.ref.name, self.ref.namespace)
 
     def _firmware_settings(self) -> Object | None:
-        return self.store.get_if_exists(self._settings_ref())
+        return self._firmware_kind(self._settings_ref())
 
     def _firmware_components(self) -> Object | None:
-        return self.store.get_if_exists(self._components_ref())
+        return self._firmware_kind(self._components_ref())
+
+    def _firmware_kind(self, ref: Ref, obj: Object | None = None, read: bool = True) -> Object | None:
+        """The host's firmware kind ``ref``, read once per reconcile (the states ask for it several times); given
+        ``obj`` (and read False), what this reconcile just wrote of it."""
+        if not read:
+            self._firmware_read[ref] = obj
+        elif ref not in self._firmware_read:
+            self._firmware_read[ref] = self.store.get_if_exists(ref)
+        return self._firmware_read[ref]
 
     def _ensure_firmware_kinds(self) -> None:
         """A registered host has a HostFirmwareSettings of its name, and a HostFirmwareComponents when its BMC
@@ -603,21 +613,25 @@ class _Reconcile:
         if settings is not None and (settings.get("status") or {}).get("settings") is None:
             # status.settings is required: an operator marking the object Running before its first read (the
             # Ansible Operator's status write, ours) would be refused without it, and the role never run.
-            self.store.update_status({**settings, "status": {**(settings.get("status") or {}), "settings": {}}},
-                                     dry_run=self.dry_run)
+            self._firmware_kind(self._settings_ref(), self.store.update_status(
+                {**settings, "status": {**(settings.get("status") or {}), "settings": {}}}, dry_run=self.dry_run),
+                read=False)
         if self._firmware_components() is not None or self.provisioner.firmware_components().components:
             self._ensure_owned(self._components_ref(), lambda: firmware.new_components(self.host))
 
     def _ensure_owned(self, ref: Ref, new: Callable[[], Object]) -> Object | None:
         """The object ``ref``, made by ``new`` when there is none, or adopted; None when another made it meanwhile
         (adopted at the next registration)."""
-        obj = self.store.get_if_exists(ref)
+        obj = self._firmware_kind(ref)
         if obj is None:
             try:
-                return self.store.create(new(), dry_run=self.dry_run)
+                obj = self.store.create(new(), dry_run=self.dry_run)
             except AlreadyExists:
+                self._firmware_read.pop(ref, None)  # read again when asked
                 return None
-        return self._own(ref, obj)
+        else:
+            obj = self._own(ref, obj)
+        return self._firmware_kind(ref, obj, read=False)
 
     def _own(self, ref: Ref, obj: Object) -> Object:
         """``obj`` with the host among its owners (garbage collected with it), as upstream adopts its firmware
@@ -659,7 +673,8 @@ class _Reconcile:
             sent = (components.get("spec") or {}).get("updates") or []
         else:
             return
-        self.store.patch_status(self._components_ref(), {"status": {"updates": sent}}, dry_run=self.dry_run)
+        self._firmware_kind(self._components_ref(), self.store.patch_status(
+            self._components_ref(), {"status": {"updates": sent}}, dry_run=self.dry_run), read=False)
 
     # -- the states ----------------------------------------------------------------------------------------
     def _unmanaged(self) -> Action:

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest, Conflict, NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import ProvisionerFactory
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import (
     CHANGE_DETECTED,
     VALID,
@@ -34,10 +33,9 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware im
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware_settings import (
     MAX_MESSAGE,
-    REQUEUE,
-    REQUEUE_CHANGE_DETECTED,
     RETRY,
-    skip_reason,
+    host_and_provisioner,
+    write_status,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import set_condition
@@ -85,33 +83,16 @@ def reconcile_firmware_components(store: Store, provisioners: ProvisionerFactory
                                   outbound: OutboundPolicy | None = None) -> Result:
     """One reconcile of the HostFirmwareComponents ``ref``; ``outbound``: the controller's own hosts an update's URL
     may name (none by default)."""
-    components = store.get_if_exists(ref)
-    if components is None:
-        return Result(None, message="not found")
-    host_ref = Ref(bmh.API, bmh.KIND, ref.name, ref.namespace)
-    host = store.get_if_exists(host_ref)
-    if host is None:
-        return Result(components, message=f"no {host_ref}")
-    skipped = skip_reason(host)
-    if skipped:
-        return Result(components, requeue_after=RETRY, message=f"not read: the host is {skipped}",
-                      waits_on=[host_ref])
-    provisioning = (host.get("status") or {}).get("provisioning") or {}
-    provisioner = provisioners(f"{ref.namespace}{bmh.NODE_NAME_SEPARATOR}{ref.name}", provisioning.get("ID") or "")
+    found = host_and_provisioner(store, provisioners, ref)
+    if isinstance(found, Result):
+        return found
+    components, _host, provisioner = found
     read = provisioner.firmware_components()
     if read.error:
         return Result(components, requeue_after=RETRY, message=f"cannot read the host's firmware: {read.error}")
     status, pending = _status(components, read.components, outbound or OutboundPolicy())
-    requeue = REQUEUE_CHANGE_DETECTED if pending else REQUEUE
-    before = {k: v for k, v in (components.get("status") or {}).items() if k != "lastUpdated"}
-    if before == status:
-        return Result(components, requeue_after=requeue, message="up to date")
-    status["lastUpdated"] = now()
-    try:
-        components = store.update_status({**components, "status": status}, dry_run=dry_run)
-    except (Conflict, NotFound):
-        return Result(components, requeue_after=0, message=f"{ref} changed while reconciling; will look again")
-    return Result(components, True, requeue, "firmware read" + (": an update is pending" if pending else ""))
+    return write_status(store, components, status, pending, "firmware read: an update is pending" if pending
+                        else "firmware read", dry_run)
 
 
 def _status(components: Object, current: list[dict[str, str]], outbound: OutboundPolicy) -> tuple[dict[str, Any], bool]:

@@ -29,7 +29,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
     NotFound,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now, owner_reference
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import ProvisionerFactory
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import Provisioner, ProvisionerFactory
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware import (
@@ -92,33 +92,51 @@ def summary(settings: Object | None) -> dict[str, Any]:
 def reconcile_firmware_settings(store: Store, provisioners: ProvisionerFactory, ref: Ref,
                                 dry_run: bool = False) -> Result:
     """One reconcile of the HostFirmwareSettings ``ref``."""
-    settings = store.get_if_exists(ref)
-    if settings is None:
-        return Result(None, message="not found")
-    host_ref = Ref(bmh.API, bmh.KIND, ref.name, ref.namespace)
-    host = store.get_if_exists(host_ref)
-    if host is None:
-        return Result(settings, message=f"no {host_ref}")
-    skipped = skip_reason(host)
-    if skipped:
-        return Result(settings, requeue_after=RETRY, message=f"not read: the host is {skipped}", waits_on=[host_ref])
-    provisioning = (host.get("status") or {}).get("provisioning") or {}
-    provisioner = provisioners(f"{ref.namespace}{bmh.NODE_NAME_SEPARATOR}{ref.name}", provisioning.get("ID") or "")
+    found = host_and_provisioner(store, provisioners, ref)
+    if isinstance(found, Result):
+        return found
+    settings, host, provisioner = found
     read = provisioner.firmware_settings()
     if read.error:
         return Result(settings, requeue_after=RETRY, message=f"cannot read the host's settings: {read.error}")
     schema = _schema(store, settings, host, read.schema, dry_run)
     status, pending = _status(settings, read.settings, schema, _when_applied(store, host))
+    return write_status(store, settings, status, pending, "settings read: a change is pending" if pending
+                        else "settings read", dry_run)
+
+
+def host_and_provisioner(store: Store, provisioners: ProvisionerFactory,
+                         ref: Ref) -> tuple[Object, Object, Provisioner] | Result:
+    """A host's firmware kind ``ref``, its host and the host's provisioner; or, when it is not read now, the
+    reconcile's Result saying why (gone, no host, the host not managed: upstream's skipReconcileSubresource)."""
+    obj = store.get_if_exists(ref)
+    if obj is None:
+        return Result(None, message="not found")
+    host_ref = Ref(bmh.API, bmh.KIND, ref.name, ref.namespace)
+    host = store.get_if_exists(host_ref)
+    if host is None:
+        return Result(obj, message=f"no {host_ref}")
+    skipped = skip_reason(host)
+    if skipped:
+        return Result(obj, requeue_after=RETRY, message=f"not read: the host is {skipped}", waits_on=[host_ref])
+    provisioning = (host.get("status") or {}).get("provisioning") or {}
+    return obj, host, provisioners(f"{ref.namespace}{bmh.NODE_NAME_SEPARATOR}{ref.name}",
+                                   provisioning.get("ID") or "")
+
+
+def write_status(store: Store, obj: Object, status: dict[str, Any], pending: bool, message: str,
+                 dry_run: bool) -> Result:
+    """``status`` written when it differs from the object's (lastUpdated aside); read again every minute while a
+    change is ``pending``, every five otherwise, as upstream."""
     requeue = REQUEUE_CHANGE_DETECTED if pending else REQUEUE
-    before = {k: v for k, v in (settings.get("status") or {}).items() if k != "lastUpdated"}
+    before = {k: v for k, v in (obj.get("status") or {}).items() if k != "lastUpdated"}
     if before == status:
-        return Result(settings, requeue_after=requeue, message="up to date")
-    status["lastUpdated"] = now()
+        return Result(obj, requeue_after=requeue, message="up to date")
     try:
-        settings = store.update_status({**settings, "status": status}, dry_run=dry_run)
+        obj = store.update_status({**obj, "status": {**status, "lastUpdated": now()}}, dry_run=dry_run)
     except (Conflict, NotFound):
-        return Result(settings, requeue_after=0, message=f"{ref} changed while reconciling; will look again")
-    return Result(settings, True, requeue, "settings read" + (": a change is pending" if pending else ""))
+        return Result(obj, requeue_after=0, message=f"{Ref.of(obj)} changed while reconciling; will look again")
+    return Result(obj, True, requeue, message)
 
 
 def skip_reason(host: Object) -> str:

@@ -197,3 +197,19 @@ def test_a_provisioned_hosts_pending_change_says_when_it_is_applied(store, polic
     ask(store, ref, {"ProcTurboMode": "Disabled"})
     reconcile(store, ref)
     assert conditions(store.get(ref))["ChangeDetected"] == ("True", when)
+
+
+def test_a_reconcile_reads_each_of_the_hosts_firmware_kinds_once(store):
+    """An available host asks for its settings in several places of one step; the store is asked once."""
+    from tests.harness.counting_store import CountingStore
+
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc", "namespace": "ns"},
+                  "stringData": {"username": "u", "password": "p"}})
+    host = store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": "h", "namespace": "ns"},
+                         "spec": {"online": False, "bmc": {"address": "fake://x", "credentialsName": "bmc"},
+                                  "inspectionMode": "disabled"}})
+    bmh.reconcile_host(store, FixtureProvisioner(Answers()), Ref.of(host))  # registered: available, its settings made
+    counting = CountingStore(store)
+    step = bmh.reconcile_host(counting, FixtureProvisioner(Answers()), Ref.of(host))
+    assert step.state == bmh.AVAILABLE and step.resting
+    assert counting.counts[("get", firmware.SETTINGS_KIND)] == 1
