@@ -22,7 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisione
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.harness.ironic import REPO
 from tests.integration.playbook_runs import ansible_playbook
-from tests.integration.test_host_firmware_settings import NS, register
+from tests.integration.test_host_firmware_settings import NS, rebooted, register
 
 # Not the controller's own host, and never fetched (sushy-tools downloads nothing): TEST-NET-1.
 BIOS_IMAGE = "http://192.0.2.10/firmware/bios-1.1.0.bin"
@@ -97,17 +97,7 @@ def test_a_provisioned_host_is_updated_by_servicing_under_its_policy(tmp_path, i
         hfc.ask_updates(store, components_ref, [{"component": "bios", "url": BIOS_IMAGE}])
         hfc.reconcile_firmware_components(store, provisioners, components_ref)
         assert valid(store.get(components_ref)) == ("True", "")
-        store.patch(ref, {"metadata": {"annotations": {bmh.REBOOT_ANNOTATION: ""}}})
-        seen: set[str] = set()
-
-        def step() -> bmh.HostStep:
-            result = bmh.reconcile_host(store, provisioners, ref)
-            seen.add(str((result.obj or {}).get("status", {}).get("operationalStatus")))
-            seen.add(client.get_node(f"{NS}~{name}")["provision_state"])
-            return result
-
-        last, reached = bmh.wait_for_host(step, ("externally provisioned",), 240)
-        assert reached and not last.error, f"{last.state} {last.error} {last.message}"
+        seen = rebooted(store, client, ref)
         host = store.get(ref)
         hfc.reconcile_firmware_components(store, provisioners, components_ref)
         components = store.get(components_ref)

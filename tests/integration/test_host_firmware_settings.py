@@ -46,6 +46,24 @@ def settle(store: LocalStore, ironic, ref: Ref, state: str) -> bmh.HostStep:
     return last
 
 
+def rebooted(store: LocalStore, client: Ironic, ref: Ref) -> set[str]:
+    """An externally provisioned host asked to reboot, stepped until it rests again; every operationalStatus of the
+    host and provision state of its node seen meanwhile."""
+    provisioners = ironic_provisioners(client)
+    store.patch(ref, {"metadata": {"annotations": {bmh.REBOOT_ANNOTATION: ""}}})
+    seen: set[str] = set()
+
+    def step() -> bmh.HostStep:
+        result = bmh.reconcile_host(store, provisioners, ref)
+        seen.add(str((result.obj or {}).get("status", {}).get("operationalStatus")))
+        seen.add(client.get_node(f"{ref.namespace}~{ref.name}")["provision_state"])
+        return result
+
+    last, reached = bmh.wait_for_host(step, ("externally provisioned",), 240)
+    assert reached and not last.error, f"{last.state} {last.error} {last.message}"
+    return seen
+
+
 def bios(emulator, index: int) -> dict[str, str]:
     return emulator.system(f"{emulator.prefix}-{index}", "BIOS")["Attributes"]
 
@@ -150,17 +168,7 @@ def test_a_provisioned_host_is_serviced_on_a_reboot_only_under_its_update_policy
         hfs.reconcile_firmware_settings(store, provisioners, settings_ref)
         changed = {c["type"]: c for c in store.get(settings_ref)["status"]["conditions"]}["ChangeDetected"]
         assert "applied by servicing when it next reboots" in changed["message"]
-        store.patch(ref, {"metadata": {"annotations": {bmh.REBOOT_ANNOTATION: ""}}})
-        seen: set[str] = set()
-
-        def step() -> bmh.HostStep:
-            result = bmh.reconcile_host(store, provisioners, ref)
-            seen.add(str((result.obj or {}).get("status", {}).get("operationalStatus")))
-            seen.add(client.get_node(f"{NS}~{name}")["provision_state"])
-            return result
-
-        last, reached = bmh.wait_for_host(step, ("externally provisioned",), 240)
-        assert reached and not last.error, f"{last.state} {last.error} {last.message}"
+        seen = rebooted(store, client, ref)
         host = store.get(ref)
         policy = store.get(Ref(firmware.API, firmware.UPDATE_POLICY_KIND, name, NS))
         hfs.reconcile_firmware_settings(store, provisioners, settings_ref)
