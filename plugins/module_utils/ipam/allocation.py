@@ -576,9 +576,9 @@ class _Addresses(Claimer[Object, str]):
     moved = Moved.FOLLOW
 
     def __init__(self, store: Store, claim: _Claim, pool_ref: Ref, pool_obj: Object, pool: Pool,
-                 dry_run: bool) -> None:
+                 dry_run: bool, write_status: Callable[[Object | None, str | None, str | None], Object]) -> None:
         self.store, self.claim, self.pool_ref, self.pool_obj, self.pool = store, claim, pool_ref, pool_obj, pool
-        self.dry_run = dry_run
+        self.dry_run, self.write_status = dry_run, write_status
         self.refusal: str | None = None
         self.view: Followed | None = None
         self.candidates: _Candidates | None = None
@@ -609,6 +609,18 @@ class _Addresses(Claimer[Object, str]):
     def reread(self) -> bool:
         self.claim.obj = self.store.get(self.claim.ref)
         return not self.claim.obj["metadata"].get("deletionTimestamp")
+
+    def confirm(self, taken: Object) -> bool:
+        """The claim's status written to name ``taken``, resourceVersion-checked against the claim as last read
+        or written (so read again when it moved): the write every allocation makes anyway tells whether the claim
+        is being deleted. Only a status that names ``taken`` already (a run that takes again what it had) costs
+        a read."""
+        version = self.claim.obj["metadata"].get("resourceVersion")
+        written = self.write_status(taken, None, None)
+        if written["metadata"].get("resourceVersion") == version:
+            return self.reread()
+        self.claim.obj = written
+        return not written["metadata"].get("deletionTimestamp")
 
     def mark(self, candidate: str) -> None:
         _reserve(self.store, self.claim, candidate, self.dry_run)
@@ -719,7 +731,7 @@ def _allocate(store: Store, claim: _Claim, dry_run: bool,
     except NotFound:
         waiting = f"IPPool {claim.pool.namespace}/{claim.pool.name} not found"
         return Allocation(write_status(None, None, waiting), waiting=waiting, waits_on=[claim.pool])
-    addresses = _Addresses(store, claim, claim.pool, pool_obj, parse_pool(pool_obj), dry_run)
+    addresses = _Addresses(store, claim, claim.pool, pool_obj, parse_pool(pool_obj), dry_run, write_status)
     outcome = reserve(addresses)
     if outcome.state is State.REFUSED:
         return Allocation(write_status(None, addresses.refusal, None), error=addresses.refusal)

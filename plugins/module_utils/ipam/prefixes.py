@@ -397,6 +397,10 @@ class _Prefixes(Claimer[Object, str]):
         for pool_name in {p["spec"]["pool"]["name"] for p in cast("list[IPPrefix]", objs)}:
             _recount(self.store, Ref(PREFIX_API, POOL_KIND, pool_name, self.pool_ref.namespace), self.dry_run)
 
+    def reread(self) -> bool:
+        self.claim = self.store.get(Ref.of(self.claim))
+        return not self.claim["metadata"].get("deletionTimestamp")
+
     def mark(self, candidate: str) -> None:
         self.claim = mark_claim(self.store, self.claim, PREFIX_ANNOTATION, candidate, PREFIX_CLAIM_FINALIZER,
                                 self.dry_run)
@@ -528,6 +532,8 @@ def _step(store: Store, claim: Object, pool_ref: Ref, dry_run: bool) -> PrefixAl
         message = (f"{POOL_KIND} {pool_ref.namespace}/{pool_ref.name} has no free /{pool.length} left: all "
                    f"{pool.size} are taken")
         return _wait(store, prefixes.claim, PREFIX_POOL_EXHAUSTED, message, [pool_ref], dry_run)
+    if outcome.state is State.RELEASED:  # the claim was deleted while its prefix was taken: given back
+        return PrefixAllocation(None, released=True, changed=True)
     changed = outcome.state is State.TAKEN or outcome.adopted
     return _settle(store, prefixes.claim, outcome.holding(), changed, dry_run)
 

@@ -20,7 +20,10 @@ The steps, as the states of ``State``:
   taken: a crash after it leaves a trail, never a leak. Two runs of one claim meet on this write.
 - TAKE: the one write that takes the candidate. Losing it to AlreadyExists or Conflict is a lost race, unless the
   claim's own marker names the candidate: then the object is read, and is the claim's when another run of the
-  claim made it; one released between the write and the read is tried again.
+  claim made it; one released between the write and the read is tried again. Then the claim is read again: its
+  release lists what it owns only once it is being deleted, so a take that release may have missed (the claim
+  this run read was deleted and released meanwhile) is given back (RELEASED). A claimer whose claim takes a
+  write after the take anyway (its status) lets that resourceVersion-checked write tell (``confirm``).
 - LOST: another claim got there first; back to PICK (or FIND, for a claimer that looks afresh after each loss).
 - NAME: the claim took another candidate than its marker names (it marks only once): the marker is made to name
   it, unless another run of the claim has meanwhile named and taken another, which then stays.
@@ -32,7 +35,7 @@ each candidate), ``moved`` (what a conflicting mark means: follow the claim as i
 
 A run ends in one of the terminal states: HELD (held already, found or adopted), TAKEN, EXHAUSTED (nothing left to
 take), REFUSED (PREPARE said no), GOING (the claim is being deleted: its release is left to the next run) or
-RELEASED (the claim went while this run took something, which was given back).
+RELEASED (the claim went, or is going, while this run took something, which was given back).
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from typing import Callable, Generic, TypeVar
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     Conflict,
+    NotFound,
     TooManyConflicts,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object
@@ -143,6 +147,12 @@ class Claimer(Generic[T, C]):
     def reread(self) -> bool:
         """Read the claim again; False when it is being deleted."""
         raise NotImplementedError
+
+    def confirm(self, taken: T) -> bool:
+        """After ``taken`` was taken: whether the claim, as it is now, is not being deleted (NotFound: it went).
+        A release marks its claim deleted before it lists what the claim owns, so the claim read (or written,
+        resourceVersion-checked) after the take tells whether that release could have missed ``taken``."""
+        return self.reread()
 
     def mark(self, candidate: C) -> None:
         """The claim names ``candidate`` (and carries its finalizer): resourceVersion-checked, Conflict when the
@@ -270,6 +280,8 @@ class Reservation(Generic[T, C]):
                 obj = self._take(_entered_with(candidate, state))
                 if obj is None:
                     state = self._enter(State.LOST)
+                elif not self._still_claimed(obj):
+                    return Outcome(self._enter(State.RELEASED))
                 elif claimer.marking is Marking.ONCE and claimer.marker() != claimer.value(obj):
                     state = self._enter(State.NAME)
                 else:
@@ -309,6 +321,19 @@ class Reservation(Generic[T, C]):
                 return existing if claimer.owns(existing) else None
             # Released between the write and the read: free again, so try again.
         return None  # taken and released over and over: as good as taken, move on
+
+    def _still_claimed(self, taken: T) -> bool:
+        """After TAKE: whether the claim still stands (``confirm``); if not, ``taken`` goes back. A claimer that
+        marks nothing writes the claim onto what it takes, and the claim's own release finds it there."""
+        if self.claimer.marking is Marking.NONE:
+            return True
+        try:
+            if self.claimer.confirm(taken):
+                return True
+        except NotFound:
+            pass
+        self.claimer.release(taken)
+        return False
 
     def _trail(self, obj: T, adopted: bool) -> None:
         """HELD: the marker made to lead to what the claim holds. A claimer that marks each candidate does so on

@@ -75,6 +75,15 @@ def test_the_spread_a_claimer_learnt_is_kept_for_the_pool_it_learnt_it_from_only
         assert fresh.spread == 1
 
 
+def picker(store, claim: dict, pool_ref: Ref, pool_obj: dict) -> allocation._Addresses:
+    """A reconcile's picks of addresses for ``claim``, up to its first pick (no status is written)."""
+    def unwritten(*_args):
+        raise AssertionError("a pick writes no status")
+
+    return allocation._Addresses(store, allocation._ip_claim(store, claim), pool_ref, pool_obj, parse_pool(pool_obj),
+                                 False, unwritten)
+
+
 def test_a_reconcile_that_lost_its_hint_to_another_reconcile_of_the_same_claim_takes_up_that_pick(tmp_path):
     """Two reconciles of one claim read the pool at once; the first writes its pick (the first free address) into
     the index, so the second's hint loses. That write was the claim's own, not a herd of other claims': the second
@@ -89,8 +98,7 @@ def test_a_reconcile_that_lost_its_hint_to_another_reconcile_of_the_same_claim_t
                                   "spec": {"pool": {"name": "pool"}}})
         pool_ref = Ref(IPAM_API, "IPPool", "pool", "a")
         pool_obj = store.get(pool_ref)
-        first, second = (allocation._Addresses(store, allocation._ip_claim(store, claim_obj), pool_ref, pool_obj,
-                                               parse_pool(pool_obj), False) for _reconcile in range(2))
+        first, second = (picker(store, claim_obj, pool_ref, pool_obj) for _reconcile in range(2))
         assert first.prepare() and second.prepare()
         assert first.next() == "192.168.0.11"
         assert second.next() == "192.168.0.11"
@@ -106,8 +114,7 @@ def test_a_reconcile_that_lost_its_hint_to_another_claim_still_spreads_out(tmp_p
                                 "spec": {"pool": {"name": "pool"}}}) for name in ("one", "two")]
         pool_ref = Ref(IPAM_API, "IPPool", "pool", "a")
         pool_obj = store.get(pool_ref)
-        first, second = (allocation._Addresses(store, allocation._ip_claim(store, claim), pool_ref, pool_obj,
-                                               parse_pool(pool_obj), False) for claim in claims)
+        first, second = (picker(store, claim, pool_ref, pool_obj) for claim in claims)
         assert first.prepare() and second.prepare()
         assert first.next() == "192.168.0.11"
         assert second.next() != "192.168.0.11"

@@ -141,3 +141,20 @@ def test_a_herd_claimer_that_loses_its_spread_pick_picks_again_among_the_lowest_
     another_claimer_writes_the_index_first(store)
     address, _requests = allocate(store, "herd")  # spreads to .65 (taken), then the window .2-.64, .66
     assert address == "10.0.0.66"
+
+
+def test_a_reconcile_that_read_its_claim_before_the_claims_release_keeps_no_address(store):
+    """A reconcile reads its claim (holding .1); the claim is deleted and released (its address goes); the reconcile
+    goes on from the claim it read, finds no address and takes the one its marker names. The claim, read again
+    after the take (one request: its status names that address already, so no status write tells), is gone: the
+    address goes back, or it would stay for ever (as one did under the Ansible Operator, in CI)."""
+    allocate(store, "claim")
+    ref = Ref(IPAM_API, "IPClaim", "claim", NS)
+    read = store.get(ref)
+    store.delete(ref)
+    assert reconcile_ip_claim(store, ref).released
+    store.counts.clear()
+    allocation = reconcile_ip_claim(store, ref, current=read)
+    assert allocation.released and allocation.address is None
+    assert store.list(IPAM_API, "IPAddress", NS) == []
+    assert store.counts[("get", "IPClaim")] == 1

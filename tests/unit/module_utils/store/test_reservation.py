@@ -301,24 +301,50 @@ def test_a_claim_moved_under_a_mark_restarts_a_claimer_that_restarts(store):
         restarting(always_moved, 3, "c")
 
 
-def test_a_claim_gone_before_it_names_what_it_took_gives_it_back(store):
-    make_claim(store, "c")
-    claimer = Seats(store, "c", Marking.ONCE, Moved.FOLLOW)
-    claimer.mark("1")
-    make_claim(store, "rival")
-
-    def steal_and_go() -> None:
-        settle(Seats(store, "rival", Marking.ONCE, Moved.FOLLOW))
-        claim = store.get(claim_ref("c"))
+def delete_claim(store: Store, name: str, released: bool) -> None:
+    """The claim deleted by its user; ``released``: its release ran too (its finalizer gone, and the claim)."""
+    if released:
+        claim = store.get(claim_ref(name))
         claim["metadata"]["finalizers"] = []
         store.update(claim)
-        store.delete(claim_ref("c"))
+    store.delete(claim_ref(name))
 
-    claimer.store = CrashingStore(store, None, steal_and_go, take_kind="ConfigMap")
+
+class GoneBeforeNaming(Seats):
+    """A claimer whose claim is deleted and released between its take and its NAME."""
+
+    def name(self, taken: Object) -> Object | None:
+        delete_claim(self.store, self.ref.name, released=True)
+        return super().name(taken)
+
+
+def test_a_claim_gone_before_it_names_what_it_took_gives_it_back(store):
+    make_claim(store, "c")
+    claimer = GoneBeforeNaming(store, "c", Marking.ONCE, Moved.FOLLOW)
+    claimer.mark("1")
+    make_claim(store, "rival")
+    rival = Seats(store, "rival", Marking.ONCE, Moved.FOLLOW)
+    claimer.store = CrashingStore(store, None, lambda: settle(rival), take_kind="ConfigMap")
     trace: list[State] = []
     reserve(claimer, trace.append)
     assert trace[-2:] == [State.NAME, State.RELEASED]
     assert check_one_seat_per_claim(store) == {"rival": "1"}
+
+
+@pytest.mark.parametrize("released", [False, True], ids=["being-deleted", "gone"])
+@pytest.mark.parametrize(("marking", "moved"), MODES, ids=MODE_IDS)
+def test_a_claim_released_while_a_run_takes_gets_back_what_that_run_took(store, marking, moved, released):
+    """A run reads its claim (marked, holding nothing: its seat was given back); the claim is then deleted, and
+    its release lists no seat; the run takes the marked seat. Read again after the take, the claim is deleted:
+    the seat goes back, or it would be held for ever by a claim that is gone."""
+    make_claim(store, "c")
+    Seats(store, "c", marking, moved).mark("1")
+    claimer = Seats(store, "c", marking, moved)
+    claimer.store = CrashingStore(store, None, lambda: delete_claim(store, "c", released), take_kind="ConfigMap")
+    trace: list[State] = []
+    reserve(claimer, trace.append)
+    assert trace[-2:] == [State.TAKE, State.RELEASED]
+    assert not [o for o in store.list("v1", "ConfigMap", NS) if o["metadata"]["name"].startswith("seat-")]
 
 
 def test_every_state_is_named_by_a_test_above():
