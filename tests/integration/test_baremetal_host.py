@@ -74,6 +74,12 @@ def status(store, ref) -> dict[str, Any]:
     return store.get(ref).get("status") or {}
 
 
+def healthy(store, ref) -> tuple[str, str] | None:
+    """The host's Healthy condition: (status, reason)."""
+    return next(((c["status"], c["reason"]) for c in status(store, ref).get("conditions") or []
+                 if c["type"] == "Healthy"), None)
+
+
 def test_lifecycle_register_inspect_provision_power_deprovision_delete(store, namespace, client, ironic):
     for name, key, value in (("user", "userData", USER_DATA), ("net", "networkData", NETWORK_DATA),
                              ("meta", "metaData", "role: worker\nlocal-hostname: w-0\n")):
@@ -354,6 +360,8 @@ def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, cl
     assert system["PowerState"] == "On"
     assert system["Boot"]["BootSourceOverrideTarget"] == "Cd"
     assert "errorType" not in status(local_store, ref)
+    # The BMC's health rollup, which Ironic reads as it syncs power states (every minute): sushy-tools says OK.
+    until(local_store, client, ref, lambda _step: healthy(local_store, ref) == ("True", "Healthy"), timeout=150)
 
     local_store.delete(ref)
     wait(local_store, client, ref, "deleted", timeout=240)
