@@ -91,6 +91,18 @@ def settings_changes(desired: Mapping[str, int | str], current: Mapping[str, str
 
 
 @dataclass(frozen=True)
+class RAIDPreparation:
+    """A host's RAID as preparing applies it (upstream's PrepareData): its RAID configuration to be
+    (status.provisioning.raid as the host is about to record it) and the one applied before (None: not known, as
+    after a failed preparation), both upstream's RAIDConfig; and whether the host has root device hints (without them
+    and without a root volume, the first volume is the root volume)."""
+
+    target: dict[str, Any] | None
+    actual: dict[str, Any] | None
+    root_device_hints: bool = True
+
+
+@dataclass(frozen=True)
 class Capacity:
     granted: bool
     message: str = ""  # why not, for people
@@ -132,11 +144,12 @@ class Provisioner(Protocol):
         """Inspect the hardware once (again when ``refresh``); done with the details once inspected."""
 
     def prepare(self, firmware_settings: Mapping[str, int | str],
-                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
+                firmware_updates: FirmwareUpdates = (), raid: RAIDPreparation | None = None) -> ProvisionResult:
         """Bring the host to where provisioning starts from (an inspection no longer wanted is stopped), with
         ``firmware_settings`` (a HostFirmwareSettings' spec.settings) applied: those that differ from the host's
-        current ones, which the provisioner reads itself; and ``firmware_updates`` flashed, all of them (the host
-        gives only those not yet sent: ``started`` says when they are on their way)."""
+        current ones, which the provisioner reads itself; ``firmware_updates`` flashed, all of them (the host
+        gives only those not yet sent: ``started`` says when they are on their way); and ``raid`` applied (the host
+        gives it only while its RAID differs from what it recorded: ``started`` says when it is on its way too)."""
 
     def service(self, firmware_settings: Mapping[str, int | str], restart: bool,
                 firmware_updates: FirmwareUpdates = (), updates_asked: bool = False) -> ProvisionResult:

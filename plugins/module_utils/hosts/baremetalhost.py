@@ -46,11 +46,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     Provisioner,
     ProvisionerFactory,
     ProvisionResult,
+    RAIDPreparation,
     settings_changes,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import raid as host_raid
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.resources import parse_yaml
@@ -676,6 +678,40 @@ class _Reconcile:
         self._firmware_kind(self._components_ref(), self.store.patch_status(
             self._components_ref(), {"status": {"updates": sent}}, dry_run=self.dry_run), read=False)
 
+    # -- the host's RAID --------------------------------------------------------------------------------------
+    def _spec_raid(self) -> dict[str, Any] | None:
+        return cast("dict[str, Any] | None", self.spec.get("raid"))
+
+    def _raid_target(self) -> dict[str, Any] | None:
+        """What status.provisioning.raid is to be (upstream's saveHostProvisioningSettings)."""
+        return host_raid.target(self._spec_raid(), self.status["provisioning"].get("raid"))
+
+    def _raid_preparation(self) -> RAIDPreparation | None:
+        """The RAID preparing applies: while it differs from what the host recorded, and after a failed preparation
+        (the RAID applied before is not known then, as upstream's); None when there is nothing to apply."""
+        target, recorded = self._raid_target(), self.status["provisioning"].get("raid")
+        failed = self.status.get("errorType") == PREPARATION_ERROR
+        if target is None or target == recorded and not failed:
+            return None
+        return RAIDPreparation(target, None if failed else recorded, bool(self.spec.get("rootDeviceHints")))
+
+    def _raid_sent(self, result: ProvisionResult, raid: RAIDPreparation | None) -> None:
+        """Upstream's bookkeeping of the RAID sent: recorded in status.provisioning.raid once its cleaning started (or
+        there was nothing to do), the preparation error then cleared; after a failure, the hardware volumes kept."""
+        if raid is None:
+            return
+        provisioning = self.status["provisioning"]
+        if result.error:
+            provisioning["raid"] = host_raid.after_failure(provisioning.get("raid"))
+            provisioning.pop("rootDeviceHints", None)
+        elif result.started or result.done:
+            provisioning["raid"] = raid.target
+            if result.started:
+                self.status.pop("errorType", None)
+                self.status.pop("errorMessage", None)
+        if provisioning.get("raid") is None:
+            provisioning.pop("raid", None)
+
     # -- the states ----------------------------------------------------------------------------------------
     def _unmanaged(self) -> Action:
         if not (self.spec.get("bmc") or cast("BareMetalHostSpecBmc", {})).get("address"):
@@ -746,13 +782,17 @@ class _Reconcile:
         if isinstance(changes, Action):
             return changes
         settings, updates = changes
-        result = self.provisioner.prepare(settings, updates)
+        raid = self._raid_preparation()
+        result = self.provisioner.prepare(settings, updates, raid=raid)
         self._updates_sent(result, updates)
+        self._raid_sent(result, raid)
         waiting = self._check(result, PREPARATION_ERROR)
         if waiting is not None:
             return waiting
         provisioning = self.status["provisioning"]
         provisioning["rootDeviceHints"] = self.spec.get("rootDeviceHints") or {}
+        if host_raid.has_root_volume(self._spec_raid()):  # the root device is the RAID root volume
+            del provisioning["rootDeviceHints"]
         if self.spec.get("bootMode"):
             provisioning["bootMode"] = self.spec["bootMode"]
         return self._advance(AVAILABLE, "prepared")
@@ -775,6 +815,8 @@ class _Reconcile:
             return self._advance(PREPARING, "firmware settings to apply")
         if updates:
             return self._advance(PREPARING, "firmware updates to apply")
+        if self._raid_target() != self.status["provisioning"].get("raid"):
+            return self._advance(PREPARING, "RAID settings to apply")
         self._check_retry_limit()
         if self._wants_image():
             capacity = self.provisioner.has_capacity()

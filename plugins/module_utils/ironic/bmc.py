@@ -58,6 +58,8 @@ FAKE_DEPLOY_INTERFACES = ("fake", "direct")
 OUT_OF_BAND_INSPECTION = {"redfish": "redfish", "idrac": "idrac-redfish"}
 # Boot interfaces that can boot the deploy ramdisk from an ISO (upstream's DEPLOY_ISO_URL).
 ISO_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media")
+# Each driver's own RAID interface (one per driver), as upstream's AccessDetails.RAIDInterface().
+RAID_INTERFACES = {driver: interfaces["raid_interface"] for driver, _boot, interfaces in _SCHEMES.values()}
 SCHEMES = tuple(sorted({*_SCHEMES, *(f"{s}+{t}" for s in _SCHEMES if s not in ("fake",) for t in ("http", "https"))}))
 
 

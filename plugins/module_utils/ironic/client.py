@@ -26,7 +26,7 @@ BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deployin
 VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
 NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
                "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
-               "deploy_interface", "boot_interface", "automated_clean",
+               "deploy_interface", "boot_interface", "raid_interface", "automated_clean",
                "health")  # the BMC's own health (API 1.109; None from an older Ironic or fake hardware)
 
 
@@ -232,11 +232,23 @@ class Ironic:
         """Abort what the node waits for: an inspection, a cleaning, a servicing or, from API 1.110, a deploy."""
         self._provision(node, {"target": "abort"}, "1.110", f"abort what node {node['name']} waits for")
 
-    def _provision(self, node: Node, body: dict[str, Any], microversion: str, what: str) -> None:
-        """PUT the node's provision state at ``microversion``, which openstacksdk's proxy does not choose."""
+    def set_target_raid_config(self, node: Node, logical_disks: list[dict[str, Any]]) -> None:
+        """The node's target RAID configuration, which its next raid.create_configuration step builds (API 1.12)."""
+        self._provision(node, {"logical_disks": logical_disks}, "1.12",
+                        f"set the target RAID configuration of node {node['name']}", state="raid")
+
+    def target_raid_config(self, node: Node) -> dict[str, Any]:
+        """The node's target RAID configuration as Ironic holds it ({} when none)."""
+        config: dict[str, Any] = self._unmapped_field(node, "target_raid_config", "1.12") or {}
+        return config
+
+    def _provision(self, node: Node, body: dict[str, Any], microversion: str, what: str,
+                   state: str = "provision") -> None:
+        """PUT the node's provision (or ``state``) state at ``microversion``, which openstacksdk's proxy does not
+        choose."""
         if self.dry_run:
             return
-        response = self._call(what, "put", f"/nodes/{node['id']}/states/provision", json=body,
+        response = self._call(what, "put", f"/nodes/{node['id']}/states/{state}", json=body,
                               microversion=microversion)
         if response is not None and response.status_code >= 400:
             raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)

@@ -29,6 +29,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     Power,
     ProvisionerFactory,
     ProvisionResult,
+    RAIDPreparation,
     Registration,
     known_component,
     settings_changes,
@@ -37,6 +38,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import
     HIDDEN,
     ISO_BOOT,
     OUT_OF_BAND_INSPECTION,
+    RAID_INTERFACES,
     Driver,
     driver_for,
 )
@@ -45,6 +47,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
     Ironic,
     IronicOptions,
     Node,
+)
+from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.raid import (
+    NO_RAID,
+    RAIDError,
+    logical_disks,
+    raid_clean_steps,
+    raid_interface,
 )
 
 ROOT_DEVICE_HINTS = {"deviceName": "name", "hctl": "hctl", "model": "model", "vendor": "vendor",
@@ -197,7 +206,7 @@ class IronicProvisioner:
 
     @_answers(ProvisionResult)
     def prepare(self, firmware_settings: Mapping[str, int | str],
-                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
+                firmware_updates: FirmwareUpdates = (), raid: RAIDPreparation | None = None) -> ProvisionResult:
         node = self._registered()
         state = node["provision_state"]
         if state in ("inspecting", "cleaning", "clean wait"):
@@ -218,10 +227,24 @@ class IronicProvisioner:
         # What differs from the settings Ironic read from the BMC (at the end of the last cleaning, among others):
         # not from the HostFirmwareSettings' status, which is written later and may lag behind.
         changes = settings_changes(firmware_settings, self._current_settings(node)) if firmware_settings else {}
-        if state == "manageable" and (changes or firmware_updates):
-            self.ironic.set_provision_state(node, "clean", clean_steps=firmware_steps(changes, firmware_updates))
-            return ProvisionResult(dirty=True, requeue_after=POLL, started=True,
-                                   message=_applying(changes, firmware_updates))
+        try:
+            interface, disks, raid_steps = _raid(node, raid)
+        except RAIDError as e:  # stays so until the spec changes
+            return ProvisionResult(error=str(e), retry=False)
+        steps = raid_steps + firmware_steps(changes, firmware_updates)
+        if state == "available" and steps:  # manual cleaning starts from manageable
+            self.ironic.set_provision_state(node, "manage")
+            return _busy("taking the node back to manageable")
+        if state == "manageable":
+            if disks:  # the RAID interface and the target RAID configuration first, as upstream sets them
+                if interface != node.get("raid_interface"):
+                    node = self._node = self.ironic.patch_node(node, {"raid_interface": interface})
+                self.ironic.set_target_raid_config(node, disks)
+            if steps:
+                self.ironic.set_provision_state(node, "clean", clean_steps=steps)
+                what = ["configuring RAID"] if raid_steps else []
+                what += [_applying(changes, firmware_updates)] if changes or firmware_updates else []
+                return ProvisionResult(dirty=True, requeue_after=POLL, started=True, message=" and ".join(what))
         return ProvisionResult()
 
     @_answers(ProvisionResult)
@@ -492,6 +515,16 @@ def firmware_update_step(updates: FirmwareUpdates) -> dict[str, Any]:
 def firmware_steps(changes: Mapping[str, int | str], updates: FirmwareUpdates) -> list[dict[str, Any]]:
     """The clean or service steps of a firmware change, in upstream's order: the BIOS settings, then the updates."""
     return [*([bios_step(changes)] if changes else []), *([firmware_update_step(updates)] if updates else [])]
+
+
+def _raid(node: Node, raid: RAIDPreparation | None) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """What preparing sends Ironic of ``raid``: the RAID interface the node needs, the logical disks of its target
+    RAID configuration (none: nothing is sent) and the clean steps, as upstream's; RAIDError where it refuses."""
+    if raid is None:
+        return "", [], []
+    own = RAID_INTERFACES.get(node["driver"]) or node.get("raid_interface") or NO_RAID  # the driver's, not the node's
+    return (raid_interface(own, raid.target, raid.actual), logical_disks(raid.target, raid.root_device_hints),
+            raid_clean_steps(own, raid.target, raid.actual))
 
 
 def _applying(changes: Mapping[str, int | str], updates: FirmwareUpdates) -> str:

@@ -14,6 +14,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     Inspection,
     Power,
     ProvisionResult,
+    RAIDPreparation,
     Registration,
 )
 
@@ -67,9 +68,9 @@ class FixtureProvisioner:
         return self.answers.inspect
 
     def prepare(self, firmware_settings: Mapping[str, int | str],
-                firmware_updates: FirmwareUpdates = ()) -> ProvisionResult:
+                firmware_updates: FirmwareUpdates = (), raid: RAIDPreparation | None = None) -> ProvisionResult:
         self.calls.append("prepare" + (f" {dict(sorted(firmware_settings.items()))}" if firmware_settings else "")
-                          + _updates(firmware_updates))
+                          + _updates(firmware_updates) + _raid(raid))
         return self.answers.prepare
 
     def service(self, firmware_settings: Mapping[str, int | str], restart: bool,
@@ -123,3 +124,20 @@ class FixtureProvisioner:
 def _updates(updates: FirmwareUpdates) -> str:
     """The updates in a call's record: " update bios=<url>, ..." ("" for none)."""
     return (" update " + ", ".join(f"{u['component']}={u['url']}" for u in updates)) if updates else ""
+
+
+def _raid(raid: RAIDPreparation | None) -> str:
+    """The RAID in a call's record: " raid <target> over <actual>", each the levels of its volumes per kind (h[...]:
+    hardware, s[...]: software; a kind whose list is null left out), unknown for None; " no hints" without root device
+    hints."""
+    if raid is None:
+        return ""
+
+    def levels(config: Mapping[str, Any] | None) -> str:
+        if config is None:
+            return "unknown"
+        kinds = [f"{kind[0]}{[v['level'] for v in config[name]]}" for kind, name in
+                 (("h", "hardwareRAIDVolumes"), ("s", "softwareRAIDVolumes")) if config.get(name) is not None]
+        return " ".join(kinds).replace("'", "") or "none"
+
+    return f" raid {levels(raid.target)} over {levels(raid.actual)}" + ("" if raid.root_device_hints else " no hints")

@@ -97,6 +97,9 @@ class RecordingIronic:
         steps = [f"{step['interface']}.{step['step']} {step['args']}" for step in kwargs.get("clean_steps") or []]
         self._record(" ".join([target, *steps]) + (" with a config drive" if "config_drive" in kwargs else ""))
 
+    def set_target_raid_config(self, node, logical_disks):
+        self._record(f"target raid {logical_disks}")
+
     def service(self, node, steps):
         self._record(" ".join(["service", *(f"{step['interface']}.{step['step']} {step['args']}" for step in steps)]))
 
@@ -154,6 +157,17 @@ BIOS = [{"name": "ProcTurboMode", "value": "Enabled", "attribute_type": "Enumera
 
 TURBO_OFF = {"ProcTurboMode": "Disabled"}
 BIOS_UPDATE = {"component": "bios", "url": "http://fw/bios.bin"}
+# RAID as the host gives it to prepare: both lists, null where the spec has none
+HW_ROOT = {"hardwareRAIDVolumes": [{"name": "root", "level": "1"}], "softwareRAIDVolumes": None}
+SW_MIRROR = {"hardwareRAIDVolumes": None, "softwareRAIDVolumes": [{"level": "1"}]}
+SW_NONE = {"hardwareRAIDVolumes": None, "softwareRAIDVolumes": []}
+HW_KEPT = {"hardwareRAIDVolumes": [{"name": "root", "level": "1"}], "softwareRAIDVolumes": []}
+REDFISH = {"driver": "redfish", "raid_interface": "redfish"}
+
+
+def with_raid(target, actual=None, hints=True, settings=None):
+    return lambda p: p.prepare(settings or {}, raid=seam.RAIDPreparation(target, actual, hints))
+
 # Ironic's firmware components (API 1.86), as sushy-tools' libvirt driver has them after a bios update, and what a
 # HostFirmwareComponents' status.components keeps of each: bios, bmc and nic:<id> only, empty fields left out.
 FIRMWARE = [
@@ -274,6 +288,36 @@ OPERATIONS = [
     pytest.param(lambda p: p.prepare({"ProcTurboMode": "Disabled"}),
                  node(provision_state="clean failed", maintenance=True, last_error="invalid value", bios=BIOS), {},
                  ["maintenance off", "manage"], "failed", id="prep-clean-failed-back-to-manageable"),
+    # prepare with RAID: the interface, the target RAID configuration, then the clean steps in upstream's order
+    pytest.param(with_raid(HW_ROOT), node(**REDFISH), {},
+                 ["target raid [{'size_gb': 'MAX', 'raid_level': '1', 'volume_name': 'root'}]",
+                  "clean raid.delete_configuration {} raid.create_configuration {}"], "busy started",
+                 id="prep-hardware-raid"),
+    pytest.param(with_raid(SW_MIRROR, hints=False), node(raid_interface="fake"), {},
+                 ["patch raid_interface",
+                  "target raid [{'size_gb': 'MAX', 'raid_level': '1', 'controller': 'software', "
+                  "'is_root_volume': True}]",
+                  "clean raid.delete_configuration {} deploy.erase_devices_metadata {} raid.create_configuration {}"],
+                 "busy started", id="prep-software-raid-on-the-agent"),
+    pytest.param(with_raid(HW_ROOT, settings=TURBO_OFF), node(bios=BIOS, **REDFISH), {},
+                 ["target raid [{'size_gb': 'MAX', 'raid_level': '1', 'volume_name': 'root'}]",
+                  "clean raid.delete_configuration {} raid.create_configuration {} bios.apply_configuration "
+                  "{'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"], "busy started",
+                 id="prep-raid-then-bios-in-one-cleaning"),
+    pytest.param(with_raid(HW_ROOT), node(provision_state="available", **REDFISH), {}, ["manage"], "busy",
+                 id="prep-raid-from-available"),
+    pytest.param(with_raid(HW_ROOT), node(provision_state="clean wait", **REDFISH), {}, [], "busy",
+                 id="prep-raid-under-way"),
+    pytest.param(with_raid(SW_NONE, SW_MIRROR), node(raid_interface="agent"), {},
+                 ["clean raid.delete_configuration {} deploy.erase_devices_metadata {}"], "busy started",
+                 id="prep-software-raid-removed"),
+    pytest.param(with_raid(HW_KEPT), node(**REDFISH), {},
+                 ["target raid [{'size_gb': 'MAX', 'raid_level': '1', 'volume_name': 'root'}]"], "done",
+                 id="prep-hardware-raid-kept-nothing-to-clean"),
+    pytest.param(with_raid(HW_ROOT), node(driver="ipmi", raid_interface="no-raid"), {}, [], "failed for good",
+                 id="prep-raid-on-a-driver-without-raid"),
+    pytest.param(with_raid({"hardwareRAIDVolumes": [{"name": "a", "level": "1"}, {"name": "a", "level": "0"}]}),
+                 node(**REDFISH), {}, [], "failed for good", id="prep-raid-refused-changes-nothing"),
     # service (a provisioned host's firmware settings)
     pytest.param(lambda p: p.service(TURBO_OFF, False), node(provision_state="active", bios=BIOS), {},
                  ["service bios.apply_configuration {'settings': [{'name': 'ProcTurboMode', 'value': 'Disabled'}]}"],
