@@ -127,9 +127,9 @@ def _updates(updates: FirmwareUpdates) -> str:
 
 
 def _raid(raid: RAIDPreparation | None) -> str:
-    """The RAID in a call's record: " raid <target> over <actual>", each the levels of its volumes per kind (h[...]:
-    hardware, s[...]: software; a kind whose list is null left out), unknown for None; " no hints" without root device
-    hints."""
+    """The RAID in a call's record: " raid <target> over <actual>", each the levels of its volumes per kind
+    (h[...]: hardware, s[...]: software; a kind whose list is null left out), unknown for None; " with hints" when
+    the host has root device hints."""
     if raid is None:
         return ""
 
@@ -140,4 +140,4 @@ def _raid(raid: RAIDPreparation | None) -> str:
                  (("h", "hardwareRAIDVolumes"), ("s", "softwareRAIDVolumes")) if config.get(name) is not None]
         return " ".join(kinds).replace("'", "") or "none"
 
-    return f" raid {levels(raid.target)} over {levels(raid.actual)}" + ("" if raid.root_device_hints else " no hints")
+    return f" raid {levels(raid.target)} over {levels(raid.actual)}" + (" with hints" if raid.root_device_hints else "")

@@ -94,6 +94,18 @@ REBOOTING = {"spec": {"online": True, "image": {"url": "http://i/os.img", "check
 ON = {"poweredOn": True}
 SERVICING = {"poweredOn": True, "operationalStatus": "servicing"}
 SERVICING_FAILED = {"poweredOn": True, "errorType": "servicing error", "errorMessage": "it broke"}
+# spec.raid, and status.provisioning.raid as the host records it (both lists, null where the spec has none)
+HW_RAID = {"hardwareRAIDVolumes": [{"name": "root", "level": "1"}]}
+HW_RECORDED = {"hardwareRAIDVolumes": [{"name": "root", "level": "1"}], "softwareRAIDVolumes": None}
+SW_ROOT = {"softwareRAIDVolumes": [{"level": "1", "rootVolume": True}, {"level": "0"}]}
+SW_RECORDED = {"hardwareRAIDVolumes": None, "softwareRAIDVolumes": [{"level": "1"}]}
+DONE = ProvisionResult()
+
+
+def raid_recorded(raid: dict[str, Any] | None) -> Callable[[dict[str, Any]], bool]:
+    return lambda host: host["status"]["provisioning"].get("raid") == raid
+
+
 CURRENT = {"firmware_settings": FirmwareSettings(settings={"ProcTurboMode": "Enabled"})}
 APPLIED = {"firmware_settings": FirmwareSettings(settings=TURBO_OFF)}
 
@@ -488,6 +500,50 @@ CASES = [
          deleting=True, annotations={bmh.DETACHED_ANNOTATION: '{"deleteAction": "delete"}'}, calls=("delete",)),
     case("detached-annotation-value-not-json-is-ignored", S.PROVISIONED, None, None, spec=IMAGE, deleting=True,
          annotations={bmh.DETACHED_ANNOTATION: "yes please"}, calls=("delete",)),
+    # -- RAID (spec.raid), applied while preparing, recorded in status.provisioning.raid ------------------------
+    case("available-host-with-new-raid-prepares-it", S.AVAILABLE, S.PREPARING, POLL, spec={"raid": HW_RAID},
+         answers={"prepare": STARTED}, calls=("register", "register", "prepare raid h[1] over unknown"),
+         check=raid_recorded(HW_RECORDED)),
+    case("raid-as-recorded-leaves-the-host-available", S.AVAILABLE, S.AVAILABLE, None, spec={"raid": HW_RAID},
+         status={"provisioning": {"raid": HW_RECORDED}}, calls=("register", "power off")),
+    case("raid-under-way-is-not-given-again", S.PREPARING, S.AVAILABLE, None, spec={"raid": HW_RAID},
+         status={"provisioning": {"raid": HW_RECORDED}}, calls=("register", "prepare", "register", "power off")),
+    case("raid-changed-is-applied-over-what-was", S.AVAILABLE, S.PREPARING, POLL,
+         spec={"raid": {"hardwareRAIDVolumes": [{"name": "root", "level": "5"}]}},
+         status={"provisioning": {"raid": HW_RECORDED}}, answers={"prepare": BUSY},
+         calls=("register", "register", "prepare raid h[5] over h[1]"), check=raid_recorded(HW_RECORDED)),
+    case("raid-with-nothing-to-do-is-recorded", S.PREPARING, S.AVAILABLE, None, spec={"raid": HW_RAID},
+         calls=("register", "prepare raid h[1] over unknown", "register", "power off"),
+         check=raid_recorded(HW_RECORDED)),
+    case("raid-root-volume-clears-the-root-device-hints", S.PREPARING, S.AVAILABLE, None, spec={"raid": SW_ROOT},
+         status={"provisioning": {"rootDeviceHints": {"deviceName": "/dev/sda"}}},
+         calls=("register", "prepare raid s[1, 0] over unknown", "register", "power off"),
+         check=lambda h: "rootDeviceHints" not in h["status"]["provisioning"]
+         and h["status"]["provisioning"]["raid"]["softwareRAIDVolumes"] == SW_ROOT["softwareRAIDVolumes"]),
+    case("raid-failure-is-a-preparation-error-that-forgets-software-volumes", S.PREPARING, S.PREPARING, BACKOFF,
+         error=S.PREPARATION_ERROR, spec={"raid": {"softwareRAIDVolumes": [{"level": "1"}, {"level": "1"}]}},
+         status={"provisioning": {"raid": SW_RECORDED}}, answers={"prepare": FAILED},
+         calls=("register", "prepare raid s[1, 1] over s[1]"),
+         check=raid_recorded({"hardwareRAIDVolumes": None, "softwareRAIDVolumes": None})),
+    case("raid-failure-keeps-the-hardware-volumes", S.PREPARING, S.PREPARING, BACKOFF,
+         error=S.PREPARATION_ERROR, spec={"raid": {"hardwareRAIDVolumes": [{"name": "root", "level": "0"}]}},
+         status={"provisioning": {"raid": HW_RECORDED}}, answers={"prepare": FAILED}, check=raid_recorded(HW_RECORDED)),
+    case("after-a-failure-raid-is-applied-again-over-unknown", S.PREPARING, S.PREPARING, POLL, spec={"raid": HW_RAID},
+         status={"provisioning": {"raid": HW_RECORDED}, "errorType": S.PREPARATION_ERROR, "errorMessage": "it broke"},
+         answers={"prepare": STARTED}, calls=("register", "prepare raid h[1] over unknown"),
+         check=status_of(errorMessage=None)),
+    case("raid-removed-keeps-hardware-and-removes-software", S.AVAILABLE, S.PREPARING, POLL,
+         status={"provisioning": {"raid": HW_RECORDED}}, answers={"prepare": STARTED},
+         calls=("register", "register", "prepare raid h[1] s[] over h[1]"),
+         check=raid_recorded({**HW_RECORDED, "softwareRAIDVolumes": []})),
+    # upstream's quirk: {} is recorded, then seen as "remove the software volumes" and recorded so, then it rests
+    case("empty-raid-of-a-host-that-had-none-is-recorded-twice-as-upstream-does", S.AVAILABLE, S.AVAILABLE, None,
+         spec={"raid": {}}, calls=("register", "register", "prepare raid none over unknown", "register", "register",
+                                   "prepare raid s[] over none", "register", "power off"),
+         check=raid_recorded({"hardwareRAIDVolumes": None, "softwareRAIDVolumes": []})),
+    case("raid-given-to-clear-hardware-volumes", S.AVAILABLE, S.PREPARING, POLL,
+         spec={"raid": {"hardwareRAIDVolumes": []}}, status={"provisioning": {"raid": HW_RECORDED}},
+         answers={"prepare": STARTED}, calls=("register", "register", "prepare raid h[] over h[1]")),
     case("paused-host-is-left-alone", S.PROVISIONING, S.PROVISIONING, None, spec=IMAGE,
          annotations={bmh.PAUSED_ANNOTATION: ""}, calls=()),
 ]
@@ -563,3 +619,19 @@ IRONIC_STATES = ("enroll", "verifying", "manageable", "inspect wait", "inspect f
 def test_the_state_machine_knows_no_ironic_state():
     source = Path(bmh.__file__).read_text()
     assert [state for state in IRONIC_STATES if f'"{state}"' in source] == []
+
+
+def test_raid_asked_of_an_available_host_is_prepared_recorded_and_its_root_device_follows_it(store):
+    """available → preparing (the cleaning started, the RAID recorded) → available (the root device hints gone: the
+    root volume is the root device)."""
+    ref = make_host(store, Case(S.AVAILABLE, S.AVAILABLE, None, spec={"raid": SW_ROOT},
+                                status={"provisioning": {"rootDeviceHints": {"deviceName": "/dev/sda"}}}))
+    fixture = FixtureProvisioner(Answers(prepare=STARTED))
+    assert bmh.reconcile_host(store, fixture, ref).state == S.PREPARING
+    assert fixture.calls[-1] == "prepare raid s[1, 0] over unknown"
+    assert store.get(ref)["status"]["provisioning"]["raid"] == {"hardwareRAIDVolumes": None, **SW_ROOT}
+    fixture.answers.prepare, fixture.calls[:] = DONE, []
+    step = bmh.reconcile_host(store, fixture, ref)
+    provisioning = store.get(ref)["status"]["provisioning"]
+    assert (step.state, fixture.calls[:2]) == (S.AVAILABLE, ["register", "prepare"])  # not given again
+    assert "rootDeviceHints" not in provisioning and provisioning["raid"]["softwareRAIDVolumes"][0]["rootVolume"]
