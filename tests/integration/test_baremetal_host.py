@@ -117,7 +117,7 @@ def test_lifecycle_register_inspect_provision_power_deprovision_delete(store, na
     assert drive["meta_data"] == {"uuid": uid, "metal3-namespace": namespace, "metal3-name": "host-0",
                                   "local-hostname": "w-0", "local_hostname": "host-0", "name": "host-0",
                                   "role": "worker"}
-    assert node["properties"]["root_device"] == {"name": "/dev/sda", "size": ">= 100"}
+    assert node["properties"]["root_device"] == {"name": "s== /dev/sda", "size": ">= 100"}
     st = status(store, ref)
     assert st["provisioning"]["image"]["url"] == "http://images.example/os.qcow2"
     assert st["poweredOn"] is True

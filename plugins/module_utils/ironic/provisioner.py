@@ -51,14 +51,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client imp
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.raid import (
     NO_RAID,
     RAIDError,
+    device_hints,
     logical_disks,
     raid_clean_steps,
     raid_interface,
 )
 
-ROOT_DEVICE_HINTS = {"deviceName": "name", "hctl": "hctl", "model": "model", "vendor": "vendor",
-                     "serialNumber": "serial", "wwn": "wwn", "wwnWithExtension": "wwn_with_extension",
-                     "wwnVendorExtension": "wwn_vendor_extension", "rotational": "rotational"}
 BOOT_MODES = {"UEFI": "uefi", "UEFISecureBoot": "uefi", "legacy": "bios"}
 SECURE_BOOT = "UEFISecureBoot"
 
@@ -321,7 +319,7 @@ class IronicProvisioner:
         deploy = _deploy_interface(host, driver)
         if deploy and deploy != node["deploy_interface"]:
             changes["deploy_interface"] = deploy
-        hints = root_device_hints(host.root_device_hints)
+        hints = device_hints(host.root_device_hints)
         if hints:
             changes["properties"] = {**(node["properties"] or {}), "root_device": hints}
         kwargs: dict[str, Any] = {}
@@ -612,14 +610,6 @@ def instance_info(image: dict[str, Any], boot_mode: str | None = None) -> dict[s
         if boot_mode == SECURE_BOOT:
             info["capabilities"]["secure_boot"] = "true"
     return info
-
-
-def root_device_hints(hints: dict[str, Any] | None) -> dict[str, Any]:
-    hints = hints or {}
-    result = {ROOT_DEVICE_HINTS[k]: v for k, v in hints.items() if k in ROOT_DEVICE_HINTS}
-    if hints.get("minSizeGigabytes"):
-        result["size"] = f">= {hints['minSizeGigabytes']}"
-    return result
 
 
 def hardware_details(node: Node, inventory: dict[str, Any] | None) -> dict[str, Any]:

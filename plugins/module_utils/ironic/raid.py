@@ -37,8 +37,10 @@ def root_volume_count(raid: RAIDConfig | None) -> int:
     return sum(1 for volume in volumes(raid, SOFTWARE) or [] if volume.get("rootVolume"))
 
 
-def device_hints(hints: Mapping[str, Any]) -> dict[str, str]:
-    """Root device hints (upstream's RootDeviceHints fields) as Ironic's hint map, with upstream's operators."""
+def device_hints(hints: Mapping[str, Any] | None) -> dict[str, str]:
+    """Root device hints (upstream's RootDeviceHints fields) as Ironic's hint map with upstream's operators
+    (MakeHintMap): the node's root device, and the disks of a software RAID volume."""
+    hints = hints or {}
     result: dict[str, str] = {}
     name = str(hints.get("deviceName") or "")
     if name:

@@ -32,12 +32,14 @@ def test_instance_info(image, boot_mode, expected):
     assert ironic.instance_info(image, boot_mode) == expected
 
 
-def test_root_device_hints_use_ironics_names():
+def test_root_device_hints_use_ironics_names_and_upstreams_operators():
     hints = {"deviceName": "/dev/sda", "serialNumber": "S1", "minSizeGigabytes": 200, "rotational": False,
              "wwnWithExtension": "0x5000"}
-    assert ironic.root_device_hints(hints) == {"name": "/dev/sda", "serial": "S1", "size": ">= 200",
-                                               "rotational": False, "wwn_with_extension": "0x5000"}
-    assert ironic.root_device_hints(None) == {}
+    assert ironic.device_hints(hints) == {"name": "s== /dev/sda", "serial": "s== S1", "size": ">= 200",
+                                          "rotational": "false", "wwn_with_extension": "s== 0x5000"}
+    assert ironic.device_hints({"deviceName": "/dev/disk/by-path/pci-0000:00:05.0"}) == {
+        "by_path": "s== /dev/disk/by-path/pci-0000:00:05.0"}
+    assert ironic.device_hints(None) == {}
 
 
 def test_hardware_details_from_an_inventory_and_from_properties():
