@@ -1,5 +1,6 @@
 """Hardware RAID (spec.raid.hardwareRAIDVolumes) of a host on Ironic's fake hardware (a ``fake://`` BMC), a real
-Ironic, the engine as the bastion's modules and the operator call it.
+Ironic, the engine as the bastion's modules and the operator call it, on each store backend (the RAID recorded in
+the host's status, null lists and all).
 
 Ironic's fake RAID interface takes a node's target RAID configuration but has no RAID clean steps (they are not
 steps of its fake interface), so that what this can show is what the host sends, and what it does when the cleaning
@@ -12,6 +13,7 @@ cannot run:
 """
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -21,9 +23,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
-from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 
-NS = "raid"
 VOLUMES = [{"name": "root", "level": "1", "sizeGibibytes": 100, "rotational": False},
            {"name": "data", "level": "5", "numberOfPhysicalDisks": 3}]
 # What upstream sends Ironic for VOLUMES: sizes in GiB or "MAX", disk types from rotational; the first volume is not
@@ -40,16 +41,17 @@ def client(ironic, monkeypatch) -> Ironic:
     return Ironic(IronicOptions(cloud=ironic.cloud))
 
 
-def make_host(store: LocalStore, name: str, **spec: Any) -> Ref:
-    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-bmc", "namespace": NS},
+def make_host(store: Store, namespace: str, name: str, **spec: Any) -> Ref:
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-bmc", "namespace": namespace},
                   "stringData": {"username": "admin", "password": "Bmc-pa55word"}})
-    store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": name, "namespace": NS},
-                  "spec": {"online": False, "bootMACAddress": "52:54:00:7a:1d:01", "inspectionMode": "disabled",
+    mac = "52:54:00:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
+    store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": name, "namespace": namespace},
+                  "spec": {"online": False, "bootMACAddress": mac, "inspectionMode": "disabled",
                            "bmc": {"address": f"fake://{name}", "credentialsName": f"{name}-bmc"}, **spec}})
-    return Ref(bmh.API, bmh.KIND, name, NS)
+    return Ref(bmh.API, bmh.KIND, name, namespace)
 
 
-def until(store: LocalStore, client: Ironic, ref: Ref, reached: Any, timeout: float = 120) -> bmh.HostStep:
+def until(store: Store, client: Ironic, ref: Ref, reached: Any, timeout: float = 120) -> bmh.HostStep:
     """Reconcile the host until ``reached`` of its step (and the host as stored) holds."""
     provisioners = ironic_provisioners(client)
 
@@ -63,33 +65,32 @@ def until(store: LocalStore, client: Ironic, ref: Ref, reached: Any, timeout: fl
 
 
 def test_hardware_raid_reaches_ironic_and_a_cleaning_fake_hardware_cannot_run_is_a_preparation_error(
-        tmp_path, client):
-    with LocalStore(str(tmp_path / "store.db")) as store:
-        ref = make_host(store, "raid-0", raid={"hardwareRAIDVolumes": VOLUMES},
-                        rootDeviceHints={"deviceName": "/dev/sda"})
-        node_name = f"{NS}~raid-0"
+        store, namespace, client):
+    ref = make_host(store, namespace, "raid-0", raid={"hardwareRAIDVolumes": VOLUMES},
+                    rootDeviceHints={"deviceName": "/dev/sda"})
+    node_name = f"{namespace}~raid-0"
 
-        failed = until(store, client, ref, lambda step, host: host["status"].get("errorType") == "preparation error")
-        status = store.get(ref)["status"]
-        node = client.get_node(node_name)
-        assert node is not None
-        assert client.target_raid_config(node) == TARGET
-        assert node["raid_interface"] == "fake"  # hardware RAID keeps the driver's own interface
-        # The cleaning started (the RAID is recorded: the hardware volumes are kept after the failure) and failed in
-        # Ironic's words, which the host shows as upstream's does: its fake RAID interface has neither step.
-        assert failed.state == "preparing" and status["operationalStatus"] == "error"
-        assert status["errorMessage"] == (
-            f"Cannot clean node {node['id']}: "
-            "node does not support this clean step: {'interface': 'raid', 'step': 'delete_configuration', 'args': {}}; "
-            "node does not support this clean step: {'interface': 'raid', 'step': 'create_configuration', 'args': {}}")
-        assert status["provisioning"]["raid"] == {"hardwareRAIDVolumes": VOLUMES, "softwareRAIDVolumes": None}
+    failed = until(store, client, ref, lambda step, host: host["status"].get("errorType") == "preparation error")
+    status = store.get(ref)["status"]
+    node = client.get_node(node_name)
+    assert node is not None
+    assert client.target_raid_config(node) == TARGET
+    assert node["raid_interface"] == "fake"  # hardware RAID keeps the driver's own interface
+    # The cleaning started (the RAID is recorded: the hardware volumes are kept after the failure) and failed in
+    # Ironic's words, which the host shows as upstream's does: its fake RAID interface has neither step.
+    assert failed.state == "preparing" and status["operationalStatus"] == "error"
+    assert status["errorMessage"] == (
+        f"Cannot clean node {node['id']}: "
+        "node does not support this clean step: {'interface': 'raid', 'step': 'delete_configuration', 'args': {}}; "
+        "node does not support this clean step: {'interface': 'raid', 'step': 'create_configuration', 'args': {}}")
+    assert status["provisioning"]["raid"] == {"hardwareRAIDVolumes": VOLUMES, "softwareRAIDVolumes": None}
 
-        # The RAID removed from the spec: the hardware volumes are kept (upstream's controller keeps them: the target
-        # is sent again, no cleaning is asked for), the software ones are to be none, and the host is available again.
-        store.patch(ref, {"spec": {"raid": None}})
-        until(store, client, ref, lambda step, host: step.state == "available" and not host["status"].get("errorType"))
-        status = store.get(ref)["status"]
-        assert status["provisioning"]["raid"] == {"hardwareRAIDVolumes": VOLUMES, "softwareRAIDVolumes": []}
-        assert status["operationalStatus"] == "OK"
-        node = client.get_node(node_name)
-        assert (node["provision_state"], client.target_raid_config(node)) == ("manageable", TARGET)
+    # The RAID removed from the spec: the hardware volumes are kept (upstream's controller keeps them: the target
+    # is sent again, no cleaning is asked for), the software ones are to be none, and the host is available again.
+    store.patch(ref, {"spec": {"raid": None}})
+    until(store, client, ref, lambda step, host: step.state == "available" and not host["status"].get("errorType"))
+    status = store.get(ref)["status"]
+    assert status["provisioning"]["raid"] == {"hardwareRAIDVolumes": VOLUMES, "softwareRAIDVolumes": []}
+    assert status["operationalStatus"] == "OK"
+    node = client.get_node(node_name)
+    assert (node["provision_state"], client.target_raid_config(node)) == ("manageable", TARGET)
