@@ -1,15 +1,17 @@
-"""Hardware RAID (spec.raid.hardwareRAIDVolumes) of a host on Ironic's fake hardware (a ``fake://`` BMC), a real
-Ironic, the engine as the bastion's modules and the operator call it, on each store backend (the RAID recorded in
-the host's status, null lists and all).
+"""spec.raid of a host on Ironic's fake hardware (a ``fake://`` BMC), a real Ironic, the engine as the bastion's
+modules and the operator call it, on each store backend (the RAID recorded in the host's status, null lists and all).
 
-Ironic's fake RAID interface takes a node's target RAID configuration but has no RAID clean steps (they are not
-steps of its fake interface), so that what this can show is what the host sends, and what it does when the cleaning
-cannot run:
+Ironic's fake RAID interface takes a node's target RAID configuration but has no RAID clean steps, and fake hardware
+has no agent for the agent's RAID interface, so that what this can show is what the host sends, and what it does
+when the cleaning cannot run:
 
-- Ironic holds the target RAID configuration upstream would send for the volumes (read back from the node);
+- Ironic holds the target RAID configuration upstream would send for the volumes (read back from the node), and
+  software volumes switch the node to the agent's RAID interface;
 - the host stops preparing with a preparation error in Ironic's own words: the node does not support the clean step;
-- the spec's RAID removed, the host goes back to available (the hardware volumes recorded are kept, as upstream's
+- the spec's RAID removed, the host goes back to available (hardware volumes recorded are kept, as upstream's
   controller keeps them, and no cleaning is asked for).
+
+Software RAID applied for real, on a guest with two disks, is the KVM lab's (docs/hosts.md, RAID).
 """
 from __future__ import annotations
 
@@ -94,3 +96,37 @@ def test_hardware_raid_reaches_ironic_and_a_cleaning_fake_hardware_cannot_run_is
     assert status["operationalStatus"] == "OK"
     node = client.get_node(node_name)
     assert (node["provision_state"], client.target_raid_config(node)) == ("manageable", TARGET)
+
+
+def test_software_raid_switches_the_node_to_the_agents_raid_interface_with_a_root_volume(store, namespace, client):
+    ref = make_host(store, namespace, "raid-1", raid={"softwareRAIDVolumes": [
+        {"level": "1", "rootVolume": True, "sizeGibibytes": 10,
+         "physicalDisks": [{"deviceName": "/dev/vda"}, {"deviceName": "/dev/vdb"}]},
+        {"level": "0"}]})
+    node_name = f"{namespace}~raid-1"
+
+    until(store, client, ref, lambda step, host: host["status"].get("errorType") == "preparation error", timeout=60)
+    status = store.get(ref)["status"]
+    node = client.get_node(node_name)
+    assert node is not None
+    assert node["raid_interface"] == "agent"  # software volumes are the agent's
+    # The root volume is marked; the disks go as upstream's hints.
+    assert client.target_raid_config(node) == {"logical_disks": [
+        {"size_gb": 10, "raid_level": "1", "controller": "software", "is_root_volume": True,
+         "physical_disks": [{"name": "s== /dev/vda"}, {"name": "s== /dev/vdb"}]},
+        {"size_gb": "MAX", "raid_level": "0", "controller": "software", "is_root_volume": False}]}
+    # Fake hardware has no agent: none of upstream's three steps can run.
+    assert status["errorMessage"] == (
+        f"Cannot clean node {node['id']}: "
+        "node does not support this clean step: {'interface': 'raid', 'step': 'delete_configuration', 'args': {}}; "
+        "node does not support this clean step: {'interface': 'deploy', 'step': 'erase_devices_metadata', "
+        "'args': {}}; "
+        "node does not support this clean step: {'interface': 'raid', 'step': 'create_configuration', 'args': {}}")
+
+    # Removed: the software volumes are to be none; after the failure nothing is known to be there to remove, so
+    # nothing is cleaned (upstream's rule), and the host is available again.
+    store.patch(ref, {"spec": {"raid": None}})
+    until(store, client, ref, lambda step, host: step.state == "available" and not host["status"].get("errorType"))
+    status = store.get(ref)["status"]
+    assert status["provisioning"]["raid"] == {"hardwareRAIDVolumes": None, "softwareRAIDVolumes": []}
+    assert status["provisioning"]["rootDeviceHints"] == {}  # no root volume any more: the hints (none) again
