@@ -15,6 +15,7 @@ What a fetched URL answered is never echoed into an error: the tenant would read
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import time
 import urllib.error
@@ -60,6 +61,12 @@ class OutboundPolicy:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> OutboundPolicy:
         return cls.of(params.get(OPTION))
+
+    @classmethod
+    def from_env(cls) -> OutboundPolicy:
+        """The policy of the environment (METAL3_ALLOWED_LOCAL_HOSTS), which the modules' allowed_local_hosts
+        defaults to: for the engine's callers that take no options of their own (a host's reconcile)."""
+        return cls.of(os.environ.get(ALLOWED_LOCAL_HOSTS_ENV))
 
     def check_scheme(self, url: str, field: str) -> urllib.parse.SplitResult:
         """``url`` split, when it is an http(s) URL with a host; Refused naming ``field`` otherwise."""

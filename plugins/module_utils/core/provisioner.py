@@ -73,6 +73,16 @@ class FirmwareComponents(ProvisionResult):
     components: list[dict[str, str]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class DataImageStatus(ProvisionResult):
+    """Whether an image is in the host's virtual CD drive, as its BMC last reported it (a DataImage's). ``error``:
+    the state could not be read; ``dirty``: the host is busy (an attach under way, say), look again later
+    (upstream's ErrNodeIsBusy: not an error)."""
+
+    attached: bool = False
+    attach_error: str = ""  # none is in: the attach asked for since the time given failed, as the back end said
+
+
 # A firmware update as a HostFirmwareComponents' spec.updates lists it: {"component": C, "url": U}.
 FirmwareUpdates = Sequence[Mapping[str, str]]
 # The firmware components upstream reports and lets an update name: these, and "nic:<id>".
@@ -165,6 +175,17 @@ class Provisioner(Protocol):
     def firmware_components(self) -> FirmwareComponents:
         """The host's firmware components and their versions (none before it is registered, or when its BMC lists
         none)."""
+
+    def attach_data_image(self, url: str) -> ProvisionResult:
+        """Insert the image at ``url`` in the host's virtual CD drive (a DataImage); the back end may do it after
+        answering: ``data_image_status`` tells whether it is in."""
+
+    def detach_data_image(self) -> ProvisionResult:
+        """Eject whatever is in the host's virtual CD drive."""
+
+    def data_image_status(self, since: str = "") -> DataImageStatus:
+        """Whether an image is in the host's virtual CD drive; when none is, an attach asked for at or after
+        ``since`` (RFC 3339; "" for none) that the back end recorded as failed is this result's error."""
 
     def provision(self, host: HostData, config_drive: Callable[[], dict[str, Any]]) -> ProvisionResult:
         """Deploy ``host.image`` (or its custom deploy); a deploy of it that failed is reported as failed (not

@@ -37,6 +37,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     owner_reference,
     secret_values,
 )
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.progress import report
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     DELAYED,
@@ -51,7 +52,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import firmware
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import dataimage, firmware
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import raid as host_raid
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
@@ -903,7 +904,26 @@ class _Reconcile:
         servicing = self._service()
         if servicing is not None:
             return servicing
+        data_image = self._data_image()
+        if data_image is not None:
+            return data_image
         return self._power()
+
+    def _data_image(self) -> Action | None:
+        """Upstream's DataImage handling: a provisioned host about to be powered on (a reboot annotation, or off and
+        to be on) first has its DataImage's image put in its virtual CD drive - or taken out once the DataImage is
+        deleted - and powers on once the drive is as asked (hosts/dataimage.py). None: power on."""
+        held_off = any(key.startswith(REBOOT_ANNOTATION + "/") for key in self.annotations)
+        powering_on = REBOOT_ANNOTATION in self.annotations or not self.status.get("poweredOn")
+        if not self.spec.get("online") or held_off or not powering_on:
+            return None
+        waiting = dataimage.at_power_on(self.store, self.provisioner, self.ref, OutboundPolicy.from_env(),
+                                        self.dry_run)
+        if waiting is None:
+            return None
+        self.message = waiting.message
+        self.waits_on.append(dataimage.ref_of(self.ref))
+        return Action(waiting.requeue_after)
 
     def _service(self) -> Action | None:
         """Firmware settings applied to a provisioned host without reprovisioning it (Ironic's servicing), as

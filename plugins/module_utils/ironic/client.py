@@ -23,11 +23,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 # Ironic provision states in which a node is busy with inspect, clean, deploy or undeploy: what
 # upstream's PROVISIONING_LIMIT counts (ironic.go HasCapacity).
 BUSY_STATES = ("cleaning", "clean wait", "inspecting", "inspect wait", "deploying", "wait call-back", "deleting")
+VMEDIA_DEVICE = "cdrom"  # the virtual media device a DataImage goes in, as upstream's
 VIRTUAL_MEDIA_BOOT = ("redfish-virtual-media", "idrac-redfish-virtual-media", "redfish-https")
 NODE_FIELDS = ("id", "name", "provision_state", "target_provision_state", "power_state", "target_power_state",
                "last_error", "maintenance", "instance_info", "driver", "driver_info", "properties",
                "deploy_interface", "boot_interface", "raid_interface", "automated_clean",
-               "health")  # the BMC's own health (API 1.109; None from an older Ironic or fake hardware)
+               "health",  # the BMC's own health (API 1.109; None from an older Ironic or fake hardware)
+               "reservation")  # the conductor holding the node's lock, None when it is free
 
 
 class IronicRefused(IronicRejected):
@@ -246,12 +248,52 @@ class Ironic:
                    state: str = "provision") -> None:
         """PUT the node's provision (or ``state``) state at ``microversion``, which openstacksdk's proxy does not
         choose."""
+        self._write_node("put", node, f"/states/{state}", microversion, what, json=body)
+
+    def _write_node(self, method: str, node: Node, path: str, microversion: str, what: str,
+                    **kwargs: Any) -> None:
+        """``method`` (put, post, delete) on /nodes/<id><path> at ``microversion`` (``what`` it does, for errors);
+        nothing in check mode."""
         if self.dry_run:
             return
-        response = self._call(what, "put", f"/nodes/{node['id']}/states/{state}", json=body,
-                              microversion=microversion)
+        response = self._call(what, method, f"/nodes/{node['id']}{path}", microversion=microversion, **kwargs)
         if response is not None and response.status_code >= 400:
             raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)
+
+    # -- virtual media (a DataImage): upstream's AttachDataImage, DetachDataImage, GetDataImageStatus ----------
+    def attach_vmedia(self, node: Node, url: str) -> None:
+        """Insert ``url`` in the node's virtual CD drive (API 1.89). Ironic answers 204 at once and attaches after:
+        a failure is only in the node's history (``history``)."""
+        self._write_node("post", node, "/vmedia", "1.89", f"attach virtual media to node {node['name']}",
+                         json={"device_type": VMEDIA_DEVICE, "image_url": url})
+
+    def detach_vmedia(self, node: Node) -> None:
+        """Eject the node's virtual CD (API 1.89; asynchronous too)."""
+        self._write_node("delete", node, "/vmedia", "1.89", f"detach virtual media from node {node['name']}",
+                         params={"device_types": VMEDIA_DEVICE})
+
+    def vmedia(self, node: Node) -> list[dict[str, Any]]:
+        """The node's virtual media devices as its BMC reports them (API 1.93): each ``media_types``, ``inserted``,
+        ``image`` (Ironic's own copy of the image when it republished it)."""
+        what = f"read the virtual media of node {node['name']}"
+        response = self._call(what, "get", f"/nodes/{node['id']}/vmedia", microversion="1.93")
+        if response is None or response.status_code == 404:
+            return []
+        if response.status_code >= 400:
+            raise IronicRefused(f"Ironic refused to {what}: {_response_message(response)}", response.status_code)
+        body = response.json()
+        # A bare list; a mapping of one list under some key is read the same, should Ironic wrap it one day.
+        if isinstance(body, dict):
+            body = next((value for value in body.values() if isinstance(value, list)), [])
+        return [entry for entry in body if isinstance(entry, dict)]
+
+    def history(self, node: Node, limit: int = 20) -> list[dict[str, Any]]:
+        """The node's newest history events (API 1.78), newest first: each ``created_at``, ``severity``,
+        ``event``."""
+        listing = self._read_node(node, "/history", {"sort_dir": "desc", "limit": str(limit)}, "1.78",
+                                  f"the history of node {node['name']}") or {}
+        events: list[dict[str, Any]] = listing.get("history") or []
+        return events
 
     def set_power_state(self, node: Node, target: str) -> None:
         """target: 'power on', 'power off', 'rebooting', 'soft power off', 'soft rebooting'; does not wait."""

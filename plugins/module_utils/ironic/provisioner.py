@@ -13,6 +13,7 @@ state and instance_info.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -21,6 +22,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     DELAYED,
     POLL,
     Capacity,
+    DataImageStatus,
     FirmwareComponents,
     FirmwareSettings,
     FirmwareUpdates,
@@ -44,6 +46,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.bmc import
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import (
     VIRTUAL_MEDIA_BOOT,
+    VMEDIA_DEVICE,
     Ironic,
     IronicOptions,
     Node,
@@ -394,6 +397,32 @@ class IronicProvisioner:
             return Power(dirty=True, requeue_after=POLL, powered_on=powered_on, message="powering off")
         return Power(powered_on=powered_on)
 
+    # -- a DataImage: the virtual CD of a provisioned host -------------------------------------------------------
+    @_answers(ProvisionResult)
+    def attach_data_image(self, url: str) -> ProvisionResult:
+        self.ironic.attach_vmedia(self._registered(), url)
+        return ProvisionResult(message=f"attaching the data image {url}")
+
+    @_answers(ProvisionResult)
+    def detach_data_image(self) -> ProvisionResult:
+        self.ironic.detach_vmedia(self._registered())
+        return ProvisionResult(message="detaching the data image")
+
+    @_answers(DataImageStatus)
+    def data_image_status(self, since: str = "") -> DataImageStatus:
+        """Upstream's GetDataImageStatus: a node that holds a lock is busy (an attach or detach under way, say:
+        the drive is not yet as asked); otherwise whether any virtual media is inserted. Not upstream's: with none
+        inserted, an attach asked for since ``since`` that failed is reported from the node's history - Ironic
+        answers an attach at once and records its failure there only; upstream never sees it and attaches again
+        and again."""
+        node = self._registered()
+        if node.get("reservation"):
+            return DataImageStatus(dirty=True, requeue_after=POLL, message="Ironic is busy with the node")
+        if any(entry.get("inserted") for entry in self.ironic.vmedia(node)):
+            return DataImageStatus(attached=True)
+        failure = attach_failure(self.ironic.history(node), since) if since else ""
+        return DataImageStatus(attach_error=failure)
+
     # -- forgetting the host -------------------------------------------------------------------------------
     @_answers(ProvisionResult)
     def detach(self, force: bool) -> ProvisionResult:
@@ -551,6 +580,31 @@ def firmware_components(entries: list[dict[str, Any]]) -> list[dict[str, str]]:
         component.setdefault("initialVersion", "")
         components.append(component)
     return components
+
+
+# How Ironic's conductor words a virtual media attach that failed (do_attach_virtual_media), in the node's history.
+ATTACH_FAILED = f"Could not attach device {VMEDIA_DEVICE} "
+MAX_EVENT = 512  # an event as a DataImage's status.error.message keeps it
+
+
+def attach_failure(events: list[dict[str, Any]], since: str) -> str:
+    """The newest of a node's history ``events`` that says an attach of its virtual CD failed at or after
+    ``since`` (RFC 3339), as Ironic words it; "" when none did."""
+    start = _moment(since)
+    for event in events:
+        text, at = str(event.get("event") or ""), _moment(str(event.get("created_at") or ""))
+        if text.startswith(ATTACH_FAILED) and start is not None and at is not None and at >= start:
+            return text if len(text) <= MAX_EVENT else text[:MAX_EVENT - 3] + "..."
+    return ""
+
+
+def _moment(text: str) -> datetime.datetime | None:
+    """An RFC 3339 or ISO 8601 time (Ironic's carry no zone: UTC), None when it is none."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
 def network_data_gaps(network_data: dict[str, Any]) -> str:

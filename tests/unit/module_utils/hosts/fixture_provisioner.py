@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     Capacity,
+    DataImageStatus,
     FirmwareComponents,
     FirmwareSettings,
     FirmwareUpdates,
@@ -42,6 +43,9 @@ class Answers:
     delete: ProvisionResult = field(default_factory=ProvisionResult)
     capacity: Capacity = field(default_factory=lambda: Capacity(True))
     health: str = ""  # the BMC's: OK, Warning, Critical or '' (not known)
+    attach_data_image: ProvisionResult = field(default_factory=ProvisionResult)
+    detach_data_image: ProvisionResult = field(default_factory=ProvisionResult)
+    data_image_status: DataImageStatus = field(default_factory=DataImageStatus)
 
 
 @dataclass
@@ -104,6 +108,18 @@ class FixtureProvisioner:
     def power(self, on: bool, reboot: str = "") -> Power:
         self.calls.append(f"power {'on' if on else 'off'}" + (f" ({reboot} reboot)" if reboot else ""))
         return self.answers.power
+
+    def attach_data_image(self, url: str) -> ProvisionResult:
+        self.calls.append(f"attach_data_image {url}")
+        return self.answers.attach_data_image
+
+    def detach_data_image(self) -> ProvisionResult:
+        self.calls.append("detach_data_image")
+        return self.answers.detach_data_image
+
+    def data_image_status(self, since: str = "") -> DataImageStatus:
+        self.calls.append("data_image_status" + (" (since the last attach)" if since else ""))
+        return self.answers.data_image_status
 
     def detach(self, force: bool) -> ProvisionResult:
         self.calls.append("detach" + (" (forced)" if force else ""))

@@ -11,10 +11,12 @@ from typing import Any, Callable
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import ALLOWED_LOCAL_HOSTS_ENV
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     DELAYED,
     POLL,
     Capacity,
+    DataImageStatus,
     FirmwareSettings,
     Inspection,
     Power,
@@ -22,6 +24,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     Registration,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import dataimage
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.unit.module_utils.hosts.fixture_provisioner import HARDWARE, PROVISIONER_ID, Answers, FixtureProvisioner
 
@@ -55,6 +58,8 @@ class Case:
     policy: dict[str, Any] | None = None  # the spec of the host's HostUpdatePolicy
     components: dict[str, Any] | None = None  # the host's HostFirmwareComponents: its spec and status (components())
     check_components: Callable[[dict[str, Any]], bool] | None = None  # on its HostFirmwareComponents afterwards
+    data_image: dict[str, Any] | None = None  # the host's DataImage: its spec, status, and whether it is deleted
+    check_image: Callable[[dict[str, Any]], bool] | None = None  # on its DataImage afterwards
 
 
 def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, judged: bool = True) -> dict[str, Any]:
@@ -108,6 +113,22 @@ def raid_recorded(raid: dict[str, Any] | None) -> Callable[[dict[str, Any]], boo
 
 CURRENT = {"firmware_settings": FirmwareSettings(settings={"ProcTurboMode": "Enabled"})}
 APPLIED = {"firmware_settings": FirmwareSettings(settings=TURBO_OFF)}
+
+
+ISO = "http://images.example/data.iso"
+POWER_ON = {**ONLINE, **IMAGE}  # a provisioned host, powered off (its status says so) and to be on
+POWERING_ON = Power(dirty=True, requeue_after=POLL, message="powering on")
+
+
+def data_image(url: str = ISO, attached: str | None = None, deleted: bool = False,
+               error: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A host's DataImage asking for ``url``, the host having last attached ``attached`` (None: never)."""
+    status: dict[str, Any] = {}
+    if attached is not None:
+        status.update(attachedImage={"url": attached}, lastReconciled="2026-01-01T00:00:00Z")
+    if error is not None:
+        status["error"] = error
+    return {"spec": {"url": url}, "status": status, "deleted": deleted}
 
 
 def case(name: str, state: str, then: str | None, requeue: float | None, **kwargs: Any) -> Any:
@@ -461,6 +482,64 @@ CASES = [
          answers={"power": Power(dirty=True, requeue_after=POLL, rebooted=True)},
          calls=("register", "adopt", "power on (hard reboot)")),
 
+    # -- DataImage: attached, or detached once deleted, as a provisioned host is powered on (upstream's flow) ---------
+    case("powering-on-attaches-the-data-image", S.PROVISIONED, S.PROVISIONED, dataimage.CHECK_DELAY, spec=POWER_ON,
+         data_image=data_image(), calls=("register", "adopt", "data_image_status", "attach_data_image " + ISO),
+         check_image=lambda di: di["status"]["attachedImage"] == {"url": ISO} and di["status"]["lastReconciled"]),
+    case("a-reboot-attaches-the-data-image", S.PROVISIONED, S.PROVISIONED, dataimage.CHECK_DELAY, **REBOOTING,
+         status=ON, data_image=data_image(),
+         calls=("register", "adopt", "data_image_status", "attach_data_image " + ISO),
+         check=lambda h: bmh.REBOOT_ANNOTATION in h["metadata"]["annotations"]),  # the reboot waits for the image
+    case("data-image-in-the-drive-lets-the-host-power-on", S.PROVISIONED, S.PROVISIONED, POLL, spec=POWER_ON,
+         data_image=data_image(attached=ISO, error={"count": 2, "message": "x"}),
+         answers={"data_image_status": DataImageStatus(attached=True), "power": POWERING_ON},
+         calls=("register", "adopt", "data_image_status (since the last attach)", "power on"),
+         check_image=lambda di: di["status"]["error"] == {"count": 0, "message": ""}),
+    case("a-running-host-leaves-its-data-image-alone", S.PROVISIONED, S.PROVISIONED, None, spec=POWER_ON, status=ON,
+         data_image=data_image(), answers={"power": Power(powered_on=True)}, calls=("register", "adopt", "power on"),
+         check_image=lambda di: "attachedImage" not in di["status"]),
+    case("an-offline-host-leaves-its-data-image-alone", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
+         data_image=data_image(), calls=("register", "adopt", "power off")),
+    case("a-failed-attach-is-counted-and-tried-again-later", S.PROVISIONED, S.PROVISIONED, dataimage.UPDATE_DELAY,
+         spec=POWER_ON, data_image=data_image(attached=ISO),
+         answers={"data_image_status": DataImageStatus(attach_error="Could not attach device cdrom to node x: 404")},
+         calls=("register", "adopt", "data_image_status (since the last attach)"),
+         check_image=lambda di: di["status"]["attachedImage"] == {"url": ""}
+         and di["status"]["error"] == {"count": 1, "message": "Could not attach device cdrom to node x: 404"}),
+    case("an-image-gone-from-the-drive-is-attached-again", S.PROVISIONED, S.PROVISIONED, 0.0, spec=POWER_ON,
+         data_image=data_image(attached=ISO), calls=("register", "adopt", "data_image_status (since the last attach)"),
+         check_image=lambda di: di["status"]["attachedImage"] == {"url": ""}),
+    case("a-refused-attach-request-is-counted", S.PROVISIONED, S.PROVISIONED, dataimage.UPDATE_DELAY, spec=POWER_ON,
+         data_image=data_image(), answers={"attach_data_image": FAILED},
+         check_image=lambda di: di["status"]["error"] == {"count": 1, "message": "it broke"}
+         and "attachedImage" not in di["status"]),
+    case("a-busy-host-waits-to-look-at-its-drive", S.PROVISIONED, S.PROVISIONED, POLL, spec=POWER_ON,
+         data_image=data_image(), answers={"data_image_status": DataImageStatus(dirty=True, requeue_after=POLL)},
+         calls=("register", "adopt", "data_image_status")),
+    case("an-unreadable-drive-is-counted", S.PROVISIONED, S.PROVISIONED, dataimage.UPDATE_DELAY, spec=POWER_ON,
+         data_image=data_image(), answers={"data_image_status": DataImageStatus(error="Ironic refused")},
+         check_image=lambda di: di["status"]["error"] == {"count": 1, "message": "Ironic refused"}),
+    case("a-new-url-detaches-the-old-image-first", S.PROVISIONED, S.PROVISIONED, dataimage.CHECK_DELAY,
+         spec=POWER_ON, data_image=data_image(url="http://images.example/other.iso", attached=ISO),
+         answers={"data_image_status": DataImageStatus(attached=True)},
+         calls=("register", "adopt", "data_image_status (since the last attach)", "detach_data_image")),
+    case("a-deleted-data-image-is-detached-at-power-on", S.PROVISIONED, S.PROVISIONED, dataimage.CHECK_DELAY,
+         spec=POWER_ON, data_image=data_image(attached=ISO, deleted=True),
+         answers={"data_image_status": DataImageStatus(attached=True)},
+         calls=("register", "adopt", "data_image_status (since the last attach)", "detach_data_image")),
+    case("a-deleted-data-image-detached-lets-the-host-power-on", S.PROVISIONED, S.PROVISIONED, POLL,
+         spec=POWER_ON, data_image=data_image(deleted=True), answers={"power": POWERING_ON},
+         calls=("register", "adopt", "data_image_status", "power on")),
+    case("a-loopback-url-is-refused-naming-it-and-the-host-powers-on", S.PROVISIONED, S.PROVISIONED, POLL,
+         spec=POWER_ON, data_image=data_image(url="http://127.0.0.1:8080/data.iso"), answers={"power": POWERING_ON},
+         calls=("register", "adopt", "data_image_status", "power on"),
+         check_image=lambda di: di["status"]["error"]["count"] == 1
+         and di["status"]["error"]["message"].startswith(
+             "spec.url: 'http://127.0.0.1:8080/data.iso' names a loopback")),
+    case("an-externally-provisioned-host-attaches-too", S.EXTERNALLY_PROVISIONED, S.EXTERNALLY_PROVISIONED,
+         dataimage.CHECK_DELAY, spec={"online": True, "externallyProvisioned": True}, data_image=data_image(),
+         calls=("register", "adopt", "data_image_status", "attach_data_image " + ISO)),
+
     # -- detached and paused -------------------------------------------------------------------------------
     case("detached-host-is-forgotten", S.PROVISIONED, S.PROVISIONED, None, spec=IMAGE,
          annotations={bmh.DETACHED_ANNOTATION: ""}, calls=("detach",),
@@ -580,13 +659,21 @@ def make_host(store: LocalStore, case: Case) -> Ref:
     if case.policy is not None:
         store.create({"apiVersion": bmh.API, "kind": "HostUpdatePolicy", "metadata": {"name": "h", "namespace": "ns"},
                       "spec": case.policy})
+    if case.data_image is not None:
+        made = store.create({"apiVersion": bmh.API, "kind": "DataImage",
+                             "metadata": {"name": "h", "namespace": "ns", "finalizers": [dataimage.FINALIZER]},
+                             "spec": case.data_image["spec"]})
+        store.update_status({**made, "status": case.data_image["status"]})
+        if case.data_image["deleted"]:
+            store.delete(Ref.of(made))
     if case.deleting:
         store.delete(ref)
     return ref
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_host_state_machine(store, case: Case):
+def test_host_state_machine(store, case: Case, monkeypatch):
+    monkeypatch.delenv(ALLOWED_LOCAL_HOSTS_ENV, raising=False)  # the outbound policy a host's reconcile applies
     ref = make_host(store, case)
     fixture = FixtureProvisioner(Answers(**case.answers))
     step = bmh.reconcile_host(store, fixture, ref, max_provisioning_retries=case.retries)
@@ -602,6 +689,9 @@ def test_host_state_machine(store, case: Case):
         assert fixture.calls == list(case.calls)
     if case.check is not None:
         assert case.check(store.get(ref)), store.get(ref)
+    if case.check_image is not None:
+        made = store.get(dataimage.ref_of(ref))
+        assert case.check_image(made), made
     if case.check_components is not None:
         made = store.get(Ref(bmh.API, "HostFirmwareComponents", "h", "ns"))
         assert case.check_components(made), made
