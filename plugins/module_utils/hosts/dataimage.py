@@ -76,7 +76,7 @@ def url_refusal(url: str, outbound: OutboundPolicy) -> str:
 
 def _backoff(count: int) -> float:
     """Upstream's wait after a DataImage's ``count``-th failure in a row: 30 s, or the host's backoff when longer."""
-    return max(UPDATE_DELAY, min(float(bmh.BACKOFF_BASE) * 2 ** max(count - 1, 0), float(bmh.BACKOFF_MAX)))
+    return max(UPDATE_DELAY, min(bmh.BACKOFF_BASE * 2.0 ** max(count - 1, 0), bmh.BACKOFF_MAX))
 
 
 def _bounded(message: str) -> str:

@@ -120,6 +120,18 @@ class RecordingIronic:
     def set_power_state(self, node, target):
         self._record(target)
 
+    def attach_vmedia(self, node, url):
+        self._record(f"attach vmedia {url}")
+
+    def detach_vmedia(self, node):
+        self._record("detach vmedia")
+
+    def vmedia(self, node):
+        return node.get("vmedia") or []
+
+    def history(self, node, limit=20):
+        return node.get("history") or []
+
     def set_maintenance(self, node, reason):
         self._record("maintenance")
 
@@ -209,11 +221,42 @@ def test_firmware_settings_and_their_schema_from_ironics_bios_settings():
         "SysPassword": {"attribute_type": "Password", "read_only": False}}
 
 
+ISO = "http://images.example/data.iso"
+# GET /v1/nodes/<id>/vmedia (API 1.93) of a node whose CD holds Ironic's copy of the image.
+CD_INSERTED = {"media_types": ["CD", "DVD"], "inserted": True, "image": "http://ironic:6180/redfish/cdrom-uuid-1.iso"}
+CD_EMPTY = {"media_types": ["CD", "DVD"], "inserted": False, "image": ""}
+ATTACH_FAILED = "Could not attach device cdrom to node uuid-1: HTTP 404 for http://images.example/data.iso"
+# The node's history, newest first, as Ironic lists it (its times carry no zone).
+HISTORY = [{"created_at": "2026-01-01T10:00:05.123456", "severity": "ERROR", "event": ATTACH_FAILED},
+           {"created_at": "2026-01-01T09:00:00", "severity": "ERROR",
+            "event": "Could not attach device cdrom to node uuid-1: an older failure"}]
+
+
+# (the drive, the history, since when an attach is looked for) → attached, the attach's failure
+DRIVES = [
+    pytest.param([CD_INSERTED], HISTORY, "2026-01-01T10:00:00Z", True, "", id="inserted"),
+    pytest.param([CD_EMPTY], HISTORY, "2026-01-01T10:00:00Z", False, ATTACH_FAILED, id="attach-failed-since"),
+    pytest.param([CD_EMPTY], HISTORY, "2026-01-01T10:00:06Z", False, "", id="failures-before-the-attach-are-old"),
+    pytest.param([CD_EMPTY], HISTORY, "", False, "", id="no-attach-asked"),
+    pytest.param([CD_EMPTY], [{"created_at": "2026-01-01T10:00:05", "event": "Node power failure"}],
+                 "2026-01-01T10:00:00Z", False, "", id="other-events-are-not-an-attach"),
+    pytest.param([], [], "", False, "", id="no-virtual-media"),
+]
+
+
+@pytest.mark.parametrize(("drive", "history", "since", "attached", "attach_error"), DRIVES)
+def test_data_image_status_from_the_drive_and_the_nodes_history(drive, history, since, attached, attach_error):
+    client = RecordingIronic(node(provision_state="active", vmedia=drive, history=history))
+    status = ironic.IronicProvisioner(client, "ns~h", "uuid-1").data_image_status(since)
+    assert (status.attached, status.attach_error, status.error, client.calls) == (attached, attach_error, "", [])
+
+
 def node(**fields: Any) -> dict[str, Any]:
     return {"id": "uuid-1", "name": "ns~h", "provision_state": "manageable", "target_provision_state": None,
             "power_state": "power off", "target_power_state": None, "last_error": None, "maintenance": False,
             "instance_info": {}, "driver": "fake-hardware", "driver_info": {}, "properties": {},
             "deploy_interface": "fake", "boot_interface": "fake", "automated_clean": True, "network_data": None,
+            "reservation": None,
             **fields}
 
 
@@ -420,6 +463,19 @@ OPERATIONS = [
     pytest.param(lambda p: p.delete(), node(provision_state="clean failed"), {}, ["delete"], "done",
                  id="delete-clean-failed"),
     pytest.param(lambda p: p.delete(), None, {}, [], "done", id="delete-no-node"),
+    # a DataImage in the virtual CD drive
+    pytest.param(lambda p: p.attach_data_image(ISO), node(provision_state="active"), {}, [f"attach vmedia {ISO}"],
+                 "done", id="data-image-attach"),
+    pytest.param(lambda p: p.attach_data_image(ISO), node(provision_state="active"), {"refuse": 409}, [], "busy",
+                 id="data-image-attach-to-a-locked-node"),
+    pytest.param(lambda p: p.attach_data_image(ISO), node(provision_state="active"), {"refuse": 400}, [], "failed",
+                 id="data-image-attach-refused"),
+    pytest.param(lambda p: p.detach_data_image(), node(provision_state="active"), {}, ["detach vmedia"], "done",
+                 id="data-image-detach"),
+    pytest.param(lambda p: p.data_image_status(), node(reservation="conductor-1"), {}, [], "busy",
+                 id="data-image-status-of-a-busy-node"),
+    pytest.param(lambda p: p.data_image_status(), node(vmedia=[CD_INSERTED]), {}, [], "done",
+                 id="data-image-status"),
     # what Ironic refuses
     pytest.param(lambda p: p.power(True), node(), {"refuse": 409}, [], "busy", id="locked-node"),
     pytest.param(lambda p: p.power(True), node(), {"refuse": 400}, [], "failed", id="refused"),
@@ -450,7 +506,7 @@ def test_health_is_the_nodes_as_read_in_the_reconcile(health, expected):
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 14
+    assert len(operations) == 17
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
