@@ -174,7 +174,7 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "IPPrefixPool", "IPPrefixClaim", "BareMetalHost",
                             "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3Remediation", "Metal3DataClaim",
                             "Metal3Data", "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall",
-                            "HostFirmwareSettings", "HostFirmwareComponents"}
+                            "HostFirmwareSettings", "HostFirmwareComponents", "DataImage"}
     claim = watches["IPClaim"]
     assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
                                                         "metal3.baremetal.ipam_reconcile")

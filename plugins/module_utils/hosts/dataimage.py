@@ -58,6 +58,17 @@ def ref_of(host_ref: Ref) -> Ref:
     return Ref(API, KIND, host_ref.name, host_ref.namespace)
 
 
+def ask(store: Store, ref: Ref, url: str, dry_run: bool = False) -> Object:
+    """The DataImage ``ref`` asking for ``url``: made, or its spec.url set (admission judges the URL, as upstream's
+    webhook: refused naming spec.url, nothing written)."""
+    current = store.get_if_exists(ref)
+    if current is None:
+        return store.create({"apiVersion": API, "kind": KIND,
+                             "metadata": {"name": ref.name, "namespace": ref.namespace}, "spec": {"url": url}},
+                            dry_run=dry_run)
+    return store.update({**current, "spec": {**(current.get("spec") or {}), "url": url}}, dry_run=dry_run)
+
+
 def url_refusal(url: str, outbound: OutboundPolicy) -> str:
     """Why Ironic is not to be handed ``url`` on the tenant's say ("" when it may be): it names no host, or the
     controller's own, which ``outbound`` does not allow. Its scheme is admission's (hosts/hardware_admission.py)."""
@@ -191,12 +202,6 @@ def reconcile_data_image(store: Store, provisioners: ProvisionerFactory, ref: Re
     if not deleting and FINALIZER not in (image["metadata"].get("finalizers") or []):
         image = ensure_finalizer(store, ref, FINALIZER, dry_run)
         changed = True
-    skipped = hfs.skip_reason(host)
-    if skipped == "detached" or skipped == "not registered":
-        # Nothing can be detached through a host Ironic does not know (upstream only lets a detached host's go).
-        if deleting:
-            return _release(store, image, dry_run, f"deleted while the host is {skipped}")
-        return Result(image, changed, DETACHED_DELAY, f"the host is {skipped}", waits_on=[host_ref])
     status: dict[str, Any] = dict(image.get("status") or {})
     refused = "" if deleting else url_refusal(str((image.get("spec") or {}).get("url") or ""), outbound
                                              or OutboundPolicy())
@@ -205,6 +210,12 @@ def reconcile_data_image(store: Store, provisioners: ProvisionerFactory, ref: Re
             _failed(status, refused)
         written = _write_status(store, image, status, dry_run)
         return Result(written or image, changed or written is not image, None if written else 0.0, refused)
+    skipped = hfs.skip_reason(host)
+    if skipped == "detached" or skipped == "not registered":
+        # Nothing can be detached through a host Ironic does not know (upstream only lets a detached host's go).
+        if deleting:
+            return _release(store, image, dry_run, f"deleted while the host is {skipped}")
+        return Result(image, changed, DETACHED_DELAY, f"the host is {skipped}", waits_on=[host_ref])
     provisioning = (host.get("status") or {}).get("provisioning") or {}
     drive = provisioners(f"{ref.namespace}{bmh.NODE_NAME_SEPARATOR}{ref.name}",
                          provisioning.get("ID") or "").data_image_status()
