@@ -293,7 +293,8 @@ def test_a_sample_of_the_generated_manifests_fails_the_same_way_on_the_cluster(k
 # -- module arguments -------------------------------------------------------------------------------------------
 
 MODULES = ["resource", "resource_info", "ip_pool", "ip_claim", "ipam_reconcile", "baremetal_host", "metal3machine",
-           "metal3data", "metal3cluster", "metal3remediation", "machines", "machine_type", "metalstack", "hostclaim"]
+           "metal3data", "metal3cluster", "metal3remediation", "machines", "machine_type", "metalstack", "hostclaim",
+           "data_image"]
 WRONG_ARGUMENT = {"int": "not-a-number", "bool": "maybe", "list": {"a": 1}, "dict": "not-a-dict",
                   "float": "not-a-number"}
 NAME_OPTIONS = ("name", "namespace", "pool", "pool_namespace", "template", "cluster", "host")

@@ -15,6 +15,8 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import dataimage
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from ansible_collections.metal3.baremetal.plugins.modules.data_image import SPEC
+from ansible_collections.metal3.baremetal.plugins.plugin_utils.engine_action import run_spec
 from tests.unit.module_utils.hosts.fixture_provisioner import Answers, FixtureProvisioner
 
 ISO = "http://images.example/data.iso"
@@ -131,3 +133,31 @@ def test_not_yet_attached_says_when_it_will_be(store):
     result = dataimage.reconcile_data_image(store, FixtureProvisioner(Answers()), REF)
     assert result.message == NEXT_POWER_ON
     assert result.waits_on == [Ref(bmh.API, bmh.KIND, "h", "ns")]  # the host's power on attaches it
+
+
+def test_the_module_asks_for_an_image_or_none_with_check_mode_and_diff(tmp_path, monkeypatch):
+    """metal3.baremetal.data_image: url makes the DataImage (or sets its spec.url), state absent deletes it; check
+    mode writes nothing; no Ironic is reached while its host is not registered."""
+    monkeypatch.setenv("IRONIC_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    path = str(tmp_path / "store.db")
+    with LocalStore(path) as store:
+        store.create({"apiVersion": bmh.API, "kind": bmh.KIND, "metadata": {"name": "h", "namespace": "ns"},
+                      "spec": {"online": True}})
+    args = {"name": "h", "namespace": "ns", "store_path": path, "url": ISO}
+    checked = run_spec(SPEC, args, True)
+    assert checked["changed"] and checked["diff"] == {"before": {}, "after": {"url": ISO}}
+    with LocalStore(path) as store:
+        assert store.get_if_exists(REF) is None
+    made = run_spec(SPEC, args, False)
+    assert made["changed"] and made["data_image"]["url"] == ISO and made["requeue_after"] == dataimage.DETACHED_DELAY
+    assert run_spec(SPEC, args, False)["changed"] is False
+    other = run_spec(SPEC, {**args, "url": "http://images.example/other.iso"}, False)
+    assert other["diff"] == {"before": {"url": ISO}, "after": {"url": "http://images.example/other.iso"}}
+    refused = run_spec(SPEC, {**args, "url": "abc"}, False)
+    assert refused["failed"] and 'spec.url: URL "abc" is invalid' in refused["msg"]  # upstream's webhook
+    missing = run_spec(SPEC, {**args, "name": "nothing", "url": None}, False)
+    assert missing["failed"] and missing["msg"] == "name: ns has no DataImage nothing (url makes one)"
+    gone = run_spec(SPEC, {**args, "url": None, "state": "absent"}, False)
+    assert gone["changed"] and gone["data_image"] == {}  # its host is not registered: nothing in its drive
+    with LocalStore(path) as store:
+        assert store.get_if_exists(REF) is None
