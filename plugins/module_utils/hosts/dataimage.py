@@ -243,11 +243,13 @@ def reconcile_data_image(store: Store, provisioners: ProvisionerFactory, ref: Re
 
 
 def _release(store: Store, image: Object, dry_run: bool, why: str) -> Result:
-    """A deleted DataImage let go (its finalizer removed); a living one left as it is."""
-    if image["metadata"].get("deletionTimestamp") and FINALIZER in (image["metadata"].get("finalizers") or []):
-        remove_finalizer(store, Ref.of(image), FINALIZER, dry_run)
-        return Result(None if not dry_run else image, True, message=f"{why}: finalizer removed")
-    return Result(image, message=why)
+    """The DataImage's finalizer removed, as upstream's when there is no host to detach its image: a deleted one
+    goes."""
+    if FINALIZER not in (image["metadata"].get("finalizers") or []):
+        return Result(image, message=why)
+    remove_finalizer(store, Ref.of(image), FINALIZER, dry_run)
+    gone = bool(image["metadata"].get("deletionTimestamp")) and not dry_run
+    return Result(None if gone else store.get_if_exists(Ref.of(image)), True, message=f"{why}: finalizer removed")
 
 
 def summary(image: Object | None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ class Case:
     attached_url: str = ""  # status.attachedImage.url, as the host last wrote it
     error: dict[str, Any] | None = None  # status.error before
     deleted: bool = False
+    finalizer_before: bool = False  # it holds the finalizer before (a deleted one always does)
     annotations: dict[str, str] = field(default_factory=dict)  # the host's
     drive: DataImageStatus = field(default_factory=DataImageStatus)  # what the provisioner says of the drive
     calls: tuple[str, ...] = ("data_image_status",)  # the provisioner's operations
@@ -70,6 +71,7 @@ CASES = [
     case("deleted-and-detached-lets-go", None, GONE, deleted=True, calls=("data_image_status",)),
     case("deleted-without-a-host-lets-go", None, GONE, host=None, deleted=True, calls=()),
     case("without-a-host-waits-for-one", None, False, host=None, calls=()),
+    case("without-a-host-holds-no-finalizer", None, False, host=None, finalizer_before=True, calls=()),
     case("detached-host-waits", dataimage.DETACHED_DELAY, True, annotations={bmh.DETACHED_ANNOTATION: ""}, calls=()),
     case("deleted-with-a-detached-host-lets-go", None, GONE, deleted=True, annotations={bmh.DETACHED_ANNOTATION: ""},
          calls=()),
@@ -90,7 +92,7 @@ def make(store: LocalStore, case: Case) -> None:
                              "metadata": {"name": "h", "namespace": "ns", "annotations": case.annotations},
                              "spec": {"online": True, "bmc": {"address": "redfish://bmc", "credentialsName": "b"}}})
         store.update_status({**host, "status": {"provisioning": {"state": case.host, "ID": "node-h"}}})
-    finalizers = [dataimage.FINALIZER] if case.deleted else []
+    finalizers = [dataimage.FINALIZER] if case.deleted or case.finalizer_before else []
     image = store.create({"apiVersion": dataimage.API, "kind": dataimage.KIND,
                           "metadata": {"name": "h", "namespace": "ns", "finalizers": finalizers},
                           "spec": {"url": case.url}})
