@@ -60,4 +60,29 @@ options:
         virtual media (C(redfish-virtualmedia://), C(idrac-virtualmedia://)); without it Ironic builds the ISO
         from the kernel and ramdisk. Default from E(DEPLOY_ISO_URL).
     type: str
+  build_preprov_image:
+    description:
+      - Each host is given a C(PreprovisioningImage) of its name, and boots the deploy ramdisk that it serves instead
+        of the one O(deploy_kernel_url) and O(deploy_ramdisk_url) name, as upstream's C(--build-preprov-image). A
+        host waits for its image to be ready while it is inspected, prepared or cleaned.
+      - The images are served by M(metal3.baremetal.preprovisioning_image) (the operator's
+        C(metal3.baremetal.preprovisioning_image) role), from O(deploy_kernel_url), O(deploy_ramdisk_url) and
+        O(deploy_iso_url), or their per-architecture O(deploy_kernel_by_arch), O(deploy_ramdisk_by_arch) and
+        O(deploy_iso_by_arch).
+      - Default from E(BUILD_PREPROV_IMAGE), else false.
+    type: bool
+  deploy_kernel_by_arch:
+    description:
+      - The deploy kernel per CPU architecture a PreprovisioningImage serves, as upstream's E(DEPLOY_KERNEL_BY_ARCH)
+        - comma-separated C(arch:url) pairs (C(x86_64:http://images/ipa.kernel,aarch64:http://images/ipa-arm.kernel)).
+        An architecture it does not name gets O(deploy_kernel_url). Default from E(DEPLOY_KERNEL_BY_ARCH).
+    type: str
+  deploy_ramdisk_by_arch:
+    description:
+      - The deploy ramdisk per CPU architecture, as O(deploy_kernel_by_arch). Default from E(DEPLOY_RAMDISK_BY_ARCH).
+    type: str
+  deploy_iso_by_arch:
+    description:
+      - The deploy ISO per CPU architecture, as O(deploy_kernel_by_arch). Default from E(DEPLOY_ISO_BY_ARCH).
+    type: str
 """

@@ -79,6 +79,11 @@ IRONIC_ARG_SPEC: dict[str, dict[str, Any]] = {
     "deploy_kernel_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_KERNEL_URL"])},
     "deploy_ramdisk_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_RAMDISK_URL"])},
     "deploy_iso_url": {"type": "str", "fallback": (env_fallback, ["DEPLOY_ISO_URL"])},
+    # Upstream's --build-preprov-image flag, and its default image provider's per-architecture URLs.
+    "build_preprov_image": {"type": "bool", "fallback": (env_fallback, ["BUILD_PREPROV_IMAGE"])},
+    "deploy_kernel_by_arch": {"type": "str", "fallback": (env_fallback, ["DEPLOY_KERNEL_BY_ARCH"])},
+    "deploy_ramdisk_by_arch": {"type": "str", "fallback": (env_fallback, ["DEPLOY_RAMDISK_BY_ARCH"])},
+    "deploy_iso_by_arch": {"type": "str", "fallback": (env_fallback, ["DEPLOY_ISO_BY_ARCH"])},
 }
 
 

@@ -126,6 +126,21 @@ class BMCAccess:
     disable_certificate_verification: bool = False
 
 
+# The formats of a deploy ramdisk image a PreprovisioningImage may be asked for (its spec.acceptFormats), upstream's.
+ISO, INITRD = "iso", "initrd"
+
+
+@dataclass(frozen=True)
+class PreprovisioningImage:
+    """The deploy ramdisk a host's PreprovisioningImage serves, once it is ready for the host's current ask: its
+    status.format, imageUrl (the ISO, or the initramfs), kernelUrl and extraKernelParams."""
+
+    format: str
+    image_url: str
+    kernel_url: str = ""
+    extra_kernel_params: str = ""
+
+
 @dataclass(frozen=True)
 class HostData:
     """What a provisioner needs of a host's spec, its secrets already read by the state machine."""
@@ -141,6 +156,8 @@ class HostData:
     inspection_mode: str = ""  # spec.inspectionMode: agent (or empty), fast (out of band) or disabled
     # The network the deploy ramdisk boots into when there is no DHCP (spec.preprovisioningNetworkDataName).
     preprovisioning_network_data: dict[str, Any] = field(default_factory=dict)
+    # The host's own deploy ramdisk (its PreprovisioningImage), when one is ready: it replaces the provisioner's.
+    preprovisioning_image: PreprovisioningImage | None = None
 
 
 class Provisioner(Protocol):
@@ -208,6 +225,10 @@ class Provisioner(Protocol):
 
     def has_capacity(self) -> Capacity:
         """Whether one more host may start a long operation (inspect, clean, deploy) now."""
+
+    def preprovisioning_image_formats(self, host: HostData) -> list[str] | None:
+        """The formats (iso, initrd) of a PreprovisioningImage the host should be asked to have, best first; None
+        when the provisioner builds no per-host image (it boots the deploy ramdisk its options name)."""
 
     def health(self) -> str:
         """The BMC's own health, as the back end last read it in this reconcile: OK, Warning, Critical, or ''

@@ -16,6 +16,7 @@ recovers once the cause is gone.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     POLL,
     BMCAccess,
     HostData,
+    PreprovisioningImage,
     Provisioner,
     ProvisionerFactory,
     ProvisionResult,
@@ -53,6 +55,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.waiting import wait_until
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import dataimage, firmware
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import preprovisioning_image as ppi
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import raid as host_raid
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
@@ -546,6 +549,10 @@ class _Reconcile:
     def _register(self) -> Action | None:
         """Register (or verify) the host with its provisioner: None once it is, else when to come back."""
         data, credentials = self._host_data()
+        asked, image = self._preprovisioning_image(data)
+        if image is not None:
+            data = dataclasses.replace(data, preprovisioning_image=image)
+            self._data = data, credentials
         tried = self.status.get("triedCredentials") or self.status.get("goodCredentials")
         result = self.provisioner.register(data, tried is not None and tried != credentials, self._before_create)
         if result.provisioner_id:
@@ -558,6 +565,10 @@ class _Reconcile:
         if self.status.get("goodCredentials") != credentials:
             self.status["goodCredentials"] = credentials
         self._history("register", "end")
+        if asked and image is None and self._agent_booted():
+            self.message = f"waiting for {self._image_ref()} to be ready"
+            self.waits_on.append(self._image_ref())
+            return Action(ppi.HOST_RETRY)
         return None
 
     def _before_create(self) -> None:
@@ -644,6 +655,61 @@ class _Reconcile:
             return obj
         return self.store.patch(ref, {"metadata": {"ownerReferences": [*owners, owner_reference(self.host)]}},
                                 dry_run=self.dry_run)
+
+    # -- the host's PreprovisioningImage ---------------------------------------------------------------------
+    def _image_ref(self) -> Ref:
+        return Ref(ppi.API, ppi.KIND, self.ref.name, self.ref.namespace)
+
+    def _preprovisioning_image(self, data: HostData) -> tuple[bool, PreprovisioningImage | None]:
+        """Upstream's getPreprovImage, as registering asks for it: whether the host asks for a PreprovisioningImage
+        now, and the image once it is ready. The image of the host's name is made (or adopted) with the spec the
+        host asks, its labels and finalizer; HostFailure (a registration error, as upstream) when it failed."""
+        formats = self.provisioner.preprovisioning_image_formats(data)
+        if formats is None or not self._image_asked():
+            return False, None
+        if not formats:
+            raise HostFailure(REGISTRATION_ERROR, "no acceptable formats for preprovisioning image")
+        spec = ppi.wanted_spec(self.host, formats)
+        image = self._ensure_owned(self._image_ref(), lambda: ppi.new_image(self.host, spec))
+        if image is None or image["metadata"].get("deletionTimestamp"):
+            return True, None  # made meanwhile, or going: waited for
+        wanted = ppi.image_changes(image, self.host, spec)
+        if wanted is not None:
+            try:
+                self._firmware_kind(self._image_ref(), self.store.update(wanted, dry_run=self.dry_run), read=False)
+            except Conflict:  # changed meanwhile: the next step looks again
+                self._firmware_read.pop(self._image_ref(), None)
+            return True, None
+        name = spec.get("networkDataName")
+        secret = self.store.get_if_exists(self._secret_ref(name, "spec.preprovisioningNetworkDataName")) \
+            if name else None
+        try:
+            return True, ppi.image_for_host(image, str(secret["metadata"].get("resourceVersion")) if secret else None)
+        except ppi.ImageBuildError as e:
+            raise HostFailure(REGISTRATION_ERROR, str(e)) from None
+
+    def _image_asked(self) -> bool:
+        """Upstream's states that ask for no image: registering and deleting, provisioned unless servicing,
+        deprovisioning without cleaning, inspecting out of band."""
+        state = self.state
+        if state in (REGISTERING, DELETING, POWERING_OFF_BEFORE_DELETE):
+            return False
+        if state in (PROVISIONED, EXTERNALLY_PROVISIONED):
+            return self.status.get("operationalStatus") == "servicing"
+        if state == DEPROVISIONING:
+            return self._automated_clean()
+        return not (state == INSPECTING and self.spec.get("inspectionMode") == "fast")
+
+    def _agent_booted(self) -> bool:
+        """Upstream's states that wait for the image (the deploy ramdisk boots in them): inspecting, preparing,
+        deprovisioning, servicing - as far as they ask for it."""
+        return self.state in (INSPECTING, PREPARING, DEPROVISIONING, PROVISIONED, EXTERNALLY_PROVISIONED)
+
+    def _release_preprovisioning_image(self) -> None:
+        """The host's finalizer off its image as the host goes, as upstream: the image may go then."""
+        image = self.store.get_if_exists(self._image_ref())
+        if image is not None and ppi.HOST_FINALIZER in (image["metadata"].get("finalizers") or []):
+            remove_finalizer(self.store, self._image_ref(), ppi.HOST_FINALIZER, self.dry_run)
 
     def _wait_for_firmware(self, ref: Ref) -> Action:
         """Upstream's wait for a firmware kind whose reconcile has not judged its current spec yet."""
@@ -1023,6 +1089,7 @@ class _Reconcile:
         waiting = self._check(result, self._error_type())
         if waiting is not None:
             return waiting
+        self._release_preprovisioning_image()
         remove_finalizer(self.store, self.ref, FINALIZER, self.dry_run)
         self.deleted = True
         self.message = "deleted" + (f": {result.message}" if result.message else "")

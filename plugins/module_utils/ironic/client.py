@@ -58,6 +58,8 @@ class IronicOptions:
     deploy_kernel: str = ""
     deploy_ramdisk: str = ""
     deploy_iso: str = ""
+    # Upstream's --build-preprov-image: each host asks for a PreprovisioningImage and boots the ramdisk it serves.
+    build_preprov_image: bool = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> IronicOptions:
@@ -70,7 +72,8 @@ class IronicOptions:
                                                 else params["max_provisioning_retries"]),
                    deploy_kernel=params.get("deploy_kernel_url") or "",
                    deploy_ramdisk=params.get("deploy_ramdisk_url") or "",
-                   deploy_iso=params.get("deploy_iso_url") or "")
+                   deploy_iso=params.get("deploy_iso_url") or "",
+                   build_preprov_image=bool(params.get("build_preprov_image")))
 
     def describe(self) -> str:
         if self.endpoint:

@@ -20,6 +20,8 @@ from typing import Any, Callable, Mapping, TypeVar
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid, IronicRejected
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner import (
     DELAYED,
+    INITRD,
+    ISO,
     POLL,
     Capacity,
     DataImageStatus,
@@ -29,6 +31,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
     HostData,
     Inspection,
     Power,
+    PreprovisioningImage,
     ProvisionerFactory,
     ProvisionResult,
     RAIDPreparation,
@@ -181,8 +184,19 @@ class IronicProvisioner:
         """The host's driver, with the deploy ramdisk the Ironic options name in its driver_info."""
         driver = driver_for(host.bmc.address, host.bmc.username, host.bmc.password,
                             host.bmc.disable_certificate_verification)
-        return dataclasses.replace(driver, driver_info={**driver.driver_info,
-                                                        **deploy_images(self.ironic.options, driver)})
+        return dataclasses.replace(driver, driver_info={
+            **driver.driver_info, **deploy_images(self.ironic.options, driver, host.preprovisioning_image)})
+
+    def preprovisioning_image_formats(self, host: HostData) -> list[str] | None:
+        """Upstream's PreprovisioningImageFormats: none unless the options build per-host images; else an ISO first
+        for a BMC that boots from virtual media, and an initrd."""
+        if not self.ironic.options.build_preprov_image:
+            return None
+        try:
+            driver = driver_for(host.bmc.address, "", "", host.bmc.disable_certificate_verification)
+        except Invalid:
+            return None  # registering says why
+        return [ISO, INITRD] if driver.interfaces.get("boot_interface") in VIRTUAL_MEDIA_BOOT else [INITRD]
 
     # -- inspection and preparation ------------------------------------------------------------------------
     @_answers(Inspection)
@@ -492,10 +506,27 @@ def _inspect_interface(host: HostData, driver: Driver) -> str | None:
     return "agent"
 
 
-def deploy_images(options: IronicOptions, driver: Driver) -> dict[str, str]:
-    """The deploy ramdisk as upstream sets it in driver_info: its ISO for a virtual-media boot when there is
-    one, else the kernel and ramdisk (from which Ironic builds the ISO a virtual-media boot needs)."""
-    if driver.driver == "fake-hardware":
+# The driver_info keys of the deploy ramdisk: a node's are replaced together.
+DEPLOY_KEYS = ("deploy_kernel", "deploy_ramdisk", "deploy_iso", "kernel_append_params")
+
+
+def deploy_images(options: IronicOptions, driver: Driver,
+                  image: PreprovisioningImage | None = None) -> dict[str, str]:
+    """The deploy ramdisk as upstream sets it in driver_info (setDeployImage): the host's own PreprovisioningImage
+    when it has one ready - its ISO (for a virtual-media boot), or its kernel (else the options') and initramfs with
+    its extra kernel parameters after Ironic's own (%default%); else, unless the options build per-host images,
+    the options' ISO for a virtual-media boot when there is one, else their kernel and ramdisk (from which Ironic
+    builds the ISO a virtual-media boot needs). {}: the node's are left as they are."""
+    if image is not None:
+        if image.format == ISO and driver.interfaces.get("boot_interface") in VIRTUAL_MEDIA_BOOT:
+            return {"deploy_iso": image.image_url}
+        kernel = image.kernel_url or options.deploy_kernel
+        if image.format == INITRD and kernel:
+            info = {"deploy_kernel": kernel, "deploy_ramdisk": image.image_url}
+            if image.extra_kernel_params:
+                info["kernel_append_params"] = f"%default% {image.extra_kernel_params}"
+            return info
+    if options.build_preprov_image or driver.driver == "fake-hardware":
         return {}
     if options.deploy_iso and driver.interfaces.get("boot_interface") in ISO_BOOT:
         return {"deploy_iso": options.deploy_iso}
@@ -642,6 +673,9 @@ def _bmc_changed(node: Node, driver: Driver, credentials_changed: bool) -> bool:
     """A new BMC address or new credentials: Ironic shows no passwords, so the secret's version tells."""
     shown = {k: v for k, v in driver.shown().items() if v != HIDDEN}
     current = {k: v for k, v in (node["driver_info"] or {}).items() if k in shown}
+    if any(key in driver.driver_info for key in DEPLOY_KEYS):  # a deploy ramdisk replaces the node's whole
+        current.update({key: (node["driver_info"] or {}).get(key) for key in DEPLOY_KEYS})
+        shown.update({key: driver.driver_info.get(key) for key in DEPLOY_KEYS})
     return node["driver"] != driver.driver or current != shown or credentials_changed
 
 

@@ -46,6 +46,7 @@ class Answers:
     attach_data_image: ProvisionResult = field(default_factory=ProvisionResult)
     detach_data_image: ProvisionResult = field(default_factory=ProvisionResult)
     data_image_status: DataImageStatus = field(default_factory=DataImageStatus)
+    preprovisioning_formats: list[str] | None = None  # None: no per-host deploy ramdisk image is built
 
 
 @dataclass
@@ -62,7 +63,9 @@ class FixtureProvisioner:
 
     def register(self, host: HostData, credentials_changed: bool,
                  before_create: Callable[[], None]) -> Registration:
-        self.calls.append("register" + (" (credentials changed)" if credentials_changed else ""))
+        image = host.preprovisioning_image
+        self.calls.append("register" + (" (credentials changed)" if credentials_changed else "")
+                          + (f" with {image.format} image {image.image_url}" if image else ""))
         if self.answers.creates:
             before_create()
         return self.answers.register
@@ -131,6 +134,9 @@ class FixtureProvisioner:
 
     def health(self) -> str:
         return self.answers.health
+
+    def preprovisioning_image_formats(self, host: HostData) -> list[str] | None:
+        return self.answers.preprovisioning_formats
 
     def has_capacity(self) -> Capacity:
         self.calls.append("has_capacity")

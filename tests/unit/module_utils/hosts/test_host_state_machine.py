@@ -25,6 +25,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.provisioner 
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import dataimage
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import preprovisioning_image as ppi
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from tests.unit.module_utils.hosts.fixture_provisioner import HARDWARE, PROVISIONER_ID, Answers, FixtureProvisioner
 
@@ -60,6 +61,8 @@ class Case:
     check_components: Callable[[dict[str, Any]], bool] | None = None  # on its HostFirmwareComponents afterwards
     data_image: dict[str, Any] | None = None  # the host's DataImage: its spec, status, and whether it is deleted
     check_image: Callable[[dict[str, Any]], bool] | None = None  # on its DataImage afterwards
+    image: dict[str, Any] | None = None  # the host's PreprovisioningImage: its spec, status and finalizers (image())
+    check_ppi: Callable[[dict[str, Any] | None], bool] | None = None  # on its PreprovisioningImage afterwards
 
 
 def settings(wanted: dict[str, Any], changed: bool = True, valid: bool = True, judged: bool = True) -> dict[str, Any]:
@@ -129,6 +132,29 @@ def data_image(url: str = ISO, attached: str | None = None, deleted: bool = Fals
     if error is not None:
         status["error"] = error
     return {"spec": {"url": url}, "status": status, "deleted": deleted}
+INITRD_ONLY = {"preprovisioning_formats": ["initrd"]}  # the provisioner builds per-host images, initrd ones
+ARM = {"architecture": "aarch64"}
+ARM_INITRD = {"architecture": "aarch64", "acceptFormats": ["initrd"]}
+
+
+def image(spec: dict[str, Any] | None = None, format_: str = "initrd", ready: bool = True, judged: bool = True,
+          error: str = "", finalizers: tuple[str, ...] = (ppi.HOST_FINALIZER,)) -> dict[str, Any]:
+    """A PreprovisioningImage as its reconcile left it: serving ``format_`` for its spec (ARM_INITRD), Ready or not
+    at its current generation (1) or an older one, or in Error."""
+    spec = ARM_INITRD if spec is None else spec
+    conditions = [{"type": "Ready", "status": str(ready and not error), "observedGeneration": 1 if judged else 0},
+                  {"type": "Error", "status": str(bool(error)), "message": error, "observedGeneration": 1}]
+    return {"spec": spec, "finalizers": list(finalizers),
+            "status": {"format": format_, "architecture": spec.get("architecture"), "networkData": {},
+                       "imageUrl": "http://img/ipa.initramfs", "kernelUrl": "http://img/ipa.kernel",
+                       "conditions": conditions}}
+
+
+def image_is(**expected: Any) -> Callable[[dict[str, Any] | None], bool]:
+    """The image's spec fields as ``expected`` (None for the image: there is none)."""
+    if not expected:
+        return lambda made: made is None
+    return lambda made: made is not None and all(made["spec"].get(k) == v for k, v in expected.items())
 
 
 def case(name: str, state: str, then: str | None, requeue: float | None, **kwargs: Any) -> Any:
@@ -625,6 +651,41 @@ CASES = [
          answers={"prepare": STARTED}, calls=("register", "register", "prepare raid h[] over h[1]")),
     case("paused-host-is-left-alone", S.PROVISIONING, S.PROVISIONING, None, spec=IMAGE,
          annotations={bmh.PAUSED_ANNOTATION: ""}, calls=()),
+    # -- its PreprovisioningImage (when the provisioner builds per-host images) ---------------------------------
+    case("inspecting-host-makes-its-image-and-waits-for-it", S.INSPECTING, S.INSPECTING, ppi.HOST_RETRY, spec=ARM,
+         answers=INITRD_ONLY, calls=("register",),
+         check_ppi=lambda made: made is not None and made["spec"] == ARM_INITRD
+         and made["metadata"]["finalizers"] == [ppi.HOST_FINALIZER]
+         and made["metadata"]["ownerReferences"][0]["controller"] is True),
+    case("image-asks-for-the-inspected-architecture", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, answers=INITRD_ONLY,
+         status={"hardware": {"cpu": {"arch": "ppc64le"}}}, check_ppi=image_is(architecture="ppc64le")),
+    case("ready-image-is-booted", S.INSPECTING, S.INSPECTING, POLL, spec=ARM, image=image(),
+         answers={**INITRD_ONLY, "inspect": BUSY}, calls=("register with initrd image http://img/ipa.initramfs",
+                                                         "inspect")),
+    case("image-of-an-older-generation-is-waited-for", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, spec=ARM,
+         image=image(judged=False), answers=INITRD_ONLY, calls=("register",)),
+    case("image-of-a-format-not-accepted-is-waited-for", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, spec=ARM,
+         image=image(format_="iso"), answers=INITRD_ONLY, calls=("register",)),
+    case("image-spec-follows-the-host", S.DEPROVISIONING, S.DEPROVISIONING, ppi.HOST_RETRY, spec=ARM,
+         image=image({"architecture": "aarch64", "acceptFormats": ["iso", "initrd"]}), answers=INITRD_ONLY,
+         check_ppi=image_is(acceptFormats=["initrd"])),
+    case("image-build-error-is-a-registration-error", S.INSPECTING, S.INSPECTING, BACKOFF, spec=ARM,
+         error=S.REGISTRATION_ERROR, image=image(error="no image for you"), answers=INITRD_ONLY, calls=(),
+         check=lambda h: h["status"]["errorMessage"] == "no image for you"),
+    case("no-acceptable-formats-is-a-registration-error", S.INSPECTING, S.INSPECTING, BACKOFF, spec=ARM,
+         error=S.REGISTRATION_ERROR, answers={"preprovisioning_formats": []}, check_ppi=image_is()),
+    case("available-host-makes-its-image-without-waiting", S.AVAILABLE, S.AVAILABLE, None, spec=ARM,
+         answers=INITRD_ONLY, check_ppi=image_is(architecture="aarch64")),
+    case("provisioned-host-asks-for-no-image", S.PROVISIONED, S.PROVISIONED, None, spec={**ARM, **IMAGE},
+         answers=INITRD_ONLY, check_ppi=image_is()),
+    case("fast-inspection-asks-for-no-image", S.INSPECTING, S.PREPARING, ppi.HOST_RETRY,
+         spec={**ARM, "inspectionMode": "fast"}, answers=INITRD_ONLY, calls=("register", "inspect", "register")),
+    case("deprovisioning-without-cleaning-asks-for-no-image", S.DEPROVISIONING, S.DEPROVISIONING, POLL,
+         spec={**ARM, "automatedCleaningMode": "disabled"}, answers={**INITRD_ONLY, "deprovision": BUSY},
+         calls=("register", "deprovision (no cleaning)"), check_ppi=image_is()),
+    case("deleted-host-lets-its-image-go", S.DELETING, None, None, deleting=True, answers=INITRD_ONLY,
+         image=image(finalizers=(ppi.HOST_FINALIZER, ppi.FINALIZER)),
+         check_ppi=lambda made: made is not None and made["metadata"]["finalizers"] == [ppi.FINALIZER]),
 ]
 
 
@@ -656,6 +717,11 @@ def make_host(store: LocalStore, case: Case) -> Ref:
         made = store.create({"apiVersion": bmh.API, "kind": "HostFirmwareComponents",
                              "metadata": {"name": "h", "namespace": "ns"}, "spec": case.components["spec"]})
         store.update_status({**made, "status": case.components["status"]})
+    if case.image is not None:
+        made = store.create({"apiVersion": bmh.API, "kind": ppi.KIND,
+                             "metadata": {"name": "h", "namespace": "ns", "finalizers": case.image["finalizers"]},
+                             "spec": case.image["spec"]})
+        store.update_status({**made, "status": case.image["status"]})
     if case.policy is not None:
         store.create({"apiVersion": bmh.API, "kind": "HostUpdatePolicy", "metadata": {"name": "h", "namespace": "ns"},
                       "spec": case.policy})
@@ -695,6 +761,9 @@ def test_host_state_machine(store, case: Case, monkeypatch):
     if case.check_components is not None:
         made = store.get(Ref(bmh.API, "HostFirmwareComponents", "h", "ns"))
         assert case.check_components(made), made
+    if case.check_ppi is not None:
+        made = store.get_if_exists(Ref(bmh.API, ppi.KIND, "h", "ns"))
+        assert case.check_ppi(made), made
 
 
 def test_there_are_enough_scenarios_to_specify_the_machine():

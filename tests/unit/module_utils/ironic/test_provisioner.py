@@ -506,7 +506,7 @@ def test_health_is_the_nodes_as_read_in_the_reconcile(health, expected):
 
 def test_the_ironic_provisioner_has_every_operation_of_the_protocol():
     operations = [name for name in vars(seam.Provisioner) if not name.startswith("_")]
-    assert len(operations) == 17
+    assert len(operations) == 18
     for name in operations:
         assert inspect.signature(getattr(ironic.IronicProvisioner, name)).parameters.keys() \
             == inspect.signature(getattr(seam.Provisioner, name)).parameters.keys(), name
@@ -628,3 +628,78 @@ def test_preprovisioning_network_data_with_a_gap_is_a_registration_error_before_
     assert result.error == ("spec.preprovisioningNetworkDataName: its networkData networks[0] has no 'network_id', "
                             "which Ironic requires")
     assert not result.retry and recording.calls == []
+
+
+ISO_IMAGE = seam.PreprovisioningImage(seam.ISO, "http://img/host.iso")
+INITRD_IMAGE = seam.PreprovisioningImage(seam.INITRD, "http://img/host.initramfs", "http://img/host.kernel",
+                                         "console=ttyS0")
+BUILDER = {"build_preprov_image": True}
+# BMC address, the Ironic options, the host's PreprovisioningImage → driver_info's deploy ramdisk, as upstream's
+# setDeployImage: the host's own image first; none of the options' while they build per-host images.
+HOST_DEPLOY_IMAGES = [
+    ("redfish-virtualmedia://bmc/x", BUILDER, ISO_IMAGE, {"deploy_iso": "http://img/host.iso"}),
+    ("redfish-uefihttp://bmc/x", BUILDER, ISO_IMAGE, {"deploy_iso": "http://img/host.iso"}),
+    ("ipmi://bmc", BUILDER, ISO_IMAGE, {}),  # an ISO that the BMC cannot boot
+    ("redfish-virtualmedia://bmc/x", BUILDER, INITRD_IMAGE,
+     {"deploy_kernel": "http://img/host.kernel", "deploy_ramdisk": "http://img/host.initramfs",
+      "kernel_append_params": "%default% console=ttyS0"}),
+    ("ipmi://bmc", {**BUILDER, **KERNEL}, seam.PreprovisioningImage(seam.INITRD, "http://img/host.initramfs"),
+     {"deploy_kernel": "http://h/ipa.kernel", "deploy_ramdisk": "http://img/host.initramfs"}),
+    ("ipmi://bmc", BUILDER, seam.PreprovisioningImage(seam.INITRD, "http://img/host.initramfs"), {}),
+    ("ipmi://bmc", {**BUILDER, **KERNEL}, None, {}),  # waiting for its image
+    ("fake://x", BUILDER, INITRD_IMAGE,
+     {"deploy_kernel": "http://img/host.kernel", "deploy_ramdisk": "http://img/host.initramfs",
+      "kernel_append_params": "%default% console=ttyS0"}),
+]
+
+
+@pytest.mark.parametrize(("address", "options", "image", "expected"), HOST_DEPLOY_IMAGES)
+def test_the_hosts_preprovisioning_image_in_driver_info(address, options, image, expected):
+    assert ironic.deploy_images(IronicOptions(**options), ironic.driver_for(address, "u", "p"), image) == expected
+
+
+# BMC address, whether the options build per-host images → the formats a host's PreprovisioningImage accepts
+IMAGE_FORMATS = [
+    ("redfish-virtualmedia://bmc/x", True, ["iso", "initrd"]),
+    ("idrac-virtualmedia://bmc/x", True, ["iso", "initrd"]),
+    ("redfish-uefihttp://bmc/x", True, ["iso", "initrd"]),
+    ("redfish://bmc/x", True, ["initrd"]),
+    ("ipmi://bmc", True, ["initrd"]),
+    ("fake://x", True, ["initrd"]),
+    ("redfish-virtualmedia://bmc/x", False, None),
+    ("nonsense://bmc", True, None),  # registering says what is wrong with it
+]
+
+
+@pytest.mark.parametrize(("address", "build", "expected"), IMAGE_FORMATS)
+def test_preprovisioning_image_formats_follow_the_boot_method(address, build, expected):
+    class Building(RecordingIronic):
+        options = IronicOptions(build_preprov_image=build)
+
+    provisioner = ironic.IronicProvisioner(Building(node()), "ns~h", "uuid-1")
+    assert provisioner.preprovisioning_image_formats(HostData(BMCAccess(address, "u", "p"))) == expected
+
+
+# The node's driver_info, the host's image → what registering patches (the deploy ramdisk's keys replaced together)
+REGISTER_WITH_IMAGE = [
+    ({}, INITRD_IMAGE, ["patch driver,driver_info"]),
+    ({"deploy_kernel": "http://img/host.kernel", "deploy_ramdisk": "http://img/host.initramfs",
+      "kernel_append_params": "%default% console=ttyS0"}, INITRD_IMAGE, []),
+    ({"deploy_kernel": "http://img/host.kernel", "deploy_ramdisk": "http://img/old.initramfs"}, INITRD_IMAGE,
+     ["patch driver,driver_info"]),
+    ({"deploy_kernel": "http://img/host.kernel", "deploy_ramdisk": "http://img/host.initramfs",
+      "kernel_append_params": "%default% console=ttyS0", "deploy_iso": "http://img/old.iso"}, INITRD_IMAGE,
+     ["patch driver,driver_info"]),
+    ({"deploy_kernel": "http://img/host.kernel"}, None, []),  # no image ready: the node's are left
+]
+
+
+@pytest.mark.parametrize(("driver_info", "image", "calls"), REGISTER_WITH_IMAGE)
+def test_registering_sets_the_hosts_image_in_driver_info(driver_info, image, calls):
+    class Building(RecordingIronic):
+        options = IronicOptions(build_preprov_image=True)
+
+    recording = Building(node(driver_info=driver_info))
+    host = HostData(BMCAccess("fake://x", "u", "p"), preprovisioning_image=image)
+    result = ironic.IronicProvisioner(recording, "ns~h", "uuid-1").register(host, False, lambda: None)
+    assert result.done and recording.calls == calls
