@@ -113,8 +113,15 @@ def _conditions(image: Object) -> dict[str, dict[str, Any]]:
 def image_for_host(image: Object, network_data_version: str | None) -> PreprovisioningImage | None:
     """Upstream's preprovImageAvailable: the image once its status is of its spec (architecture, an accepted format,
     the network data secret's name and ``network_data_version``: its resourceVersion, None when it cannot be read)
-    and Ready for its generation; None while it is not; ImageBuildError when building it failed."""
+    and Ready for its generation; None while it is not; ImageBuildError when building it failed (for its current
+    spec, or for the status it has)."""
     spec, status = image.get("spec") or {}, image.get("status") or {}
+    conditions = _conditions(image)
+    error = conditions.get(ERROR) or {}
+    if error.get("status") == "True" and error.get("observedGeneration") == image["metadata"].get("generation"):
+        # Before the checks of the status against the spec, unlike upstream: an image that failed before any was
+        # built has no architecture nor format in its status, and upstream's host would wait for it in silence.
+        raise ImageBuildError(str(error.get("message") or "error building the PreprovisioningImage"))
     if status.get("architecture") != spec.get("architecture"):
         return None
     if status.get("format") not in (spec.get("acceptFormats") or []):
@@ -124,8 +131,6 @@ def image_for_host(image: Object, network_data_version: str | None) -> Preprovis
         return None
     if (network_data.get("name") or "") != (spec.get("networkDataName") or ""):
         return None
-    conditions = _conditions(image)
-    error = conditions.get(ERROR) or {}
     if error.get("status") == "True":
         raise ImageBuildError(str(error.get("message") or "error building the PreprovisioningImage"))
     ready = conditions.get(READY) or {}

@@ -110,6 +110,8 @@ def test_preprovisioning_image_reconcile(store, case: Case):
             ("False", "True", case.error)
         assert case.message in judged["Error"]["message"]
         assert "imageUrl" not in status
+        with pytest.raises(ppi.ImageBuildError, match=case.message or "."):  # its host records it
+            ppi.image_for_host(image, None)
         return
     assert (judged["Ready"]["status"], judged["Error"]["status"]) == ("True", "False")
     assert status["format"] == case.format and status["architecture"] == case.arch
