@@ -174,7 +174,8 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
     assert set(watches) == {"IPPool", "IPClaim", "IPAddressClaim", "IPPrefixPool", "IPPrefixClaim", "BareMetalHost",
                             "HostClaim", "Metal3Cluster", "Metal3Machine", "Metal3Remediation", "Metal3DataClaim",
                             "Metal3Data", "MetalStackCluster", "MetalStackMachine", "MetalStackFirewall",
-                            "HostFirmwareSettings", "HostFirmwareComponents", "DataImage"}
+                            "HostFirmwareSettings", "HostFirmwareComponents", "DataImage",
+                            "PreprovisioningImage"}
     claim = watches["IPClaim"]
     assert (claim.group, claim.version, claim.role) == ("ipam.metal3.io", "v1alpha1",
                                                         "metal3.baremetal.ipam_reconcile")
@@ -199,6 +200,10 @@ def test_the_shipped_watches_load_with_the_ansible_operators_defaults(cwd):
                                                             "metal3.baremetal.metalstack")
         assert watch.vars == {"metalstack_kind": kind}
         assert watch.finalizer.name == finalizer
+    # A host's PreprovisioningImage, with the finalizer of upstream's image controller (the host puts its own).
+    image = watches["PreprovisioningImage"]
+    assert (image.group, image.version, image.role, image.finalizer.name) == (
+        "metal3.io", "v1alpha1", "metal3.baremetal.preprovisioning_image", "preprovisioningimage.metal3.io")
     for kind, finalizer in (("IPPrefixPool", PREFIX_POOL_FINALIZER), ("IPPrefixClaim", PREFIX_CLAIM_FINALIZER)):
         assert watches[kind].vars == {"ipam_reconcile_kind": kind} and watches[kind].finalizer.name == finalizer
 
