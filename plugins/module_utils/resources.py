@@ -291,6 +291,15 @@ def find(store: Store, api_version: str, kind: str, name: str | None = None, nam
     return found if secret_data else [hide_secret_data(o) for o in found]
 
 
+def names_to_reconcile(store: Store, name: str | None, api_version: str, kinds: Iterable[str],
+                       namespace: str) -> list[str]:
+    """What a module that reconciles objects of ``kinds`` works on: the one ``name`` (checked as an object name, and
+    named ``name`` in the error), else every one in the namespace, by name, once however many kinds share it."""
+    if name:
+        return [check_name(name, "name")]
+    return sorted({obj["metadata"]["name"] for kind in kinds for obj in store.list(api_version, kind, namespace)})
+
+
 def check_one_source(definition: Any, src: str | None, kind: str | None, name: str | None, state: str) -> None:
     if definition is None and not src and not (kind and name):
         raise BadRequest("one of definition, src, or kind and name is required")

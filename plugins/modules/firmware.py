@@ -192,7 +192,6 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors impor
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
-    check_name,
     check_namespace,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
@@ -204,6 +203,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.firmware im
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import names_to_reconcile
 
 KINDS = (SETTINGS_KIND, COMPONENTS_KIND)
 # What each kind asks for: the module's option, the spec field it goes in, and the function that puts it there.
@@ -225,11 +225,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"changed": False, "hosts": [], "diff": {"before": {}, "after": {}}}
     messages = []
     with open_store(store_options(params)) as store:
-        if params["name"]:
-            names = [check_name(params["name"], "name")]
-        else:
-            names = sorted({obj["metadata"]["name"] for kind in kinds for obj in store.list(API, kind, namespace)})
-        for name in names:
+        for name in names_to_reconcile(store, params["name"], API, kinds, namespace):
             refs = {kind: Ref(API, kind, name, namespace) for kind in kinds}
             found = {kind: store.get_if_exists(ref) for kind, ref in refs.items()}
             if not any(found.values()):

@@ -107,13 +107,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.args import (
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import (
     Object,
     Ref,
-    check_name,
     check_namespace,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import preprovisioning_image as ppi
 from ansible_collections.metal3.baremetal.plugins.module_utils.module_spec import ModuleSpec
+from ansible_collections.metal3.baremetal.plugins.module_utils.resources import names_to_reconcile
 
 
 def summary(image: Object | None) -> dict[str, Any]:
@@ -133,11 +133,7 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"changed": False, "images": [], "diff": {"before": {}, "after": {}}}
     messages = []
     with open_store(store_options(params)) as store:
-        if params["name"]:
-            names = [check_name(params["name"], "name")]
-        else:
-            names = sorted(obj["metadata"]["name"] for obj in store.list(ppi.API, ppi.KIND, namespace))
-        for name in names:
+        for name in names_to_reconcile(store, params["name"], ppi.API, (ppi.KIND,), namespace):
             ref = Ref(ppi.API, ppi.KIND, name, namespace)
             before = store.get_if_exists(ref)
             step = ppi.reconcile_preprovisioning_image(store, ref, provider, outbound, check_mode)
