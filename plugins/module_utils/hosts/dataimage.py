@@ -203,8 +203,8 @@ def reconcile_data_image(store: Store, provisioners: ProvisionerFactory, ref: Re
         image = ensure_finalizer(store, ref, FINALIZER, dry_run)
         changed = True
     status: dict[str, Any] = dict(image.get("status") or {})
-    refused = "" if deleting else url_refusal(str((image.get("spec") or {}).get("url") or ""), outbound
-                                             or OutboundPolicy())
+    url = str((image.get("spec") or {}).get("url") or "")
+    refused = "" if deleting else url_refusal(url, outbound or OutboundPolicy())
     if refused:
         if (status.get("error") or {}).get("message") != refused:
             _failed(status, refused)
@@ -230,8 +230,7 @@ def reconcile_data_image(store: Store, provisioners: ProvisionerFactory, ref: Re
             return Result(image, changed, RETRY_DELAY, "deleted: waiting for the host to detach its image, which it "
                                                        "does at its next power on", waits_on=[host_ref])
         return _release(store, image, dry_run, "deleted, and its image detached")
-    wanted = str((image.get("spec") or {}).get("url") or "")
-    as_asked = drive.attached and (status.get("attachedImage") or {}).get("url") == wanted
+    as_asked = drive.attached and (status.get("attachedImage") or {}).get("url") == url
     # An error stays while the image is not as asked: it says why (upstream clears it at any good read).
     if as_asked:
         status["error"] = {"count": 0, "message": ""}

@@ -132,6 +132,8 @@ def data_image(url: str = ISO, attached: str | None = None, deleted: bool = Fals
     if error is not None:
         status["error"] = error
     return {"spec": {"url": url}, "status": status, "deleted": deleted}
+
+
 INITRD_ONLY = {"preprovisioning_formats": ["initrd"]}  # the provisioner builds per-host images, initrd ones
 ARM = {"architecture": "aarch64"}
 ARM_INITRD = {"architecture": "aarch64", "acceptFormats": ["initrd"]}
@@ -660,8 +662,8 @@ CASES = [
     case("image-asks-for-the-inspected-architecture", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, answers=INITRD_ONLY,
          status={"hardware": {"cpu": {"arch": "ppc64le"}}}, check_ppi=image_is(architecture="ppc64le")),
     case("ready-image-is-booted", S.INSPECTING, S.INSPECTING, POLL, spec=ARM, image=image(),
-         answers={**INITRD_ONLY, "inspect": BUSY}, calls=("register with initrd image http://img/ipa.initramfs",
-                                                         "inspect")),
+         answers={**INITRD_ONLY, "inspect": BUSY},
+         calls=("register with initrd image http://img/ipa.initramfs", "inspect")),
     case("image-of-an-older-generation-is-waited-for", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, spec=ARM,
          image=image(judged=False), answers=INITRD_ONLY, calls=("register",)),
     case("image-of-a-format-not-accepted-is-waited-for", S.PREPARING, S.PREPARING, ppi.HOST_RETRY, spec=ARM,

@@ -182,6 +182,7 @@ REDFISH = {"driver": "redfish", "raid_interface": "redfish"}
 def with_raid(target, actual=None, hints=True, settings=None):
     return lambda p: p.prepare(settings or {}, raid=seam.RAIDPreparation(target, actual, hints))
 
+
 # Ironic's firmware components (API 1.86), as sushy-tools' libvirt driver has them after a bios update, and what a
 # HostFirmwareComponents' status.components keeps of each: bios, bmc and nic:<id> only, empty fields left out.
 FIRMWARE = [

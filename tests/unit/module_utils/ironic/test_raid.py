@@ -10,6 +10,12 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ironic import rai
 ROOT_HW, V1_HW = {"name": "root", "level": "1"}, {"name": "v1", "level": "1"}
 SW1 = {"level": "1"}
 
+# A software volume's disks, by every root device hint there is.
+EVERY_HINT = [{"deviceName": "/dev/vda"},
+              {"deviceName": "/dev/disk/by-path/pci-0000:00:05.0", "rotational": False, "model": "QEMU",
+               "vendor": "0x1af4", "serialNumber": "S1", "hctl": "0:0:0:0", "wwn": "w", "wwnWithExtension": "we",
+               "wwnVendorExtension": "wv"}]
+
 # spec.raid → the logical disks of the target RAID configuration, or upstream's error
 LOGICAL_DISKS = [
     pytest.param({"hardwareRAIDVolumes": [{"name": "volume1", "level": "1", "rotational": False,
@@ -54,10 +60,7 @@ LOGICAL_DISKS = [
                  [{"size_gb": 100, "raid_level": "5", "volume_name": "data", "number_of_physical_disks": 3,
                    "controller": "RAID.1", "physical_disks": ["d0", "d1", "d2"]}],
                  id="hardware raid, sized, on named disks"),
-    pytest.param({"softwareRAIDVolumes": [{"level": "1", "sizeGibibytes": 0, "physicalDisks": [
-        {"deviceName": "/dev/vda"}, {"deviceName": "/dev/disk/by-path/pci-0000:00:05.0", "rotational": False,
-                                     "model": "QEMU", "vendor": "0x1af4", "serialNumber": "S1", "hctl": "0:0:0:0",
-                                     "wwn": "w", "wwnWithExtension": "we", "wwnVendorExtension": "wv"}]}]},
+    pytest.param({"softwareRAIDVolumes": [{"level": "1", "sizeGibibytes": 0, "physicalDisks": EVERY_HINT}]},
                  [{"size_gb": 0, "raid_level": "1", "controller": "software", "is_root_volume": False,
                    "physical_disks": [{"name": "s== /dev/vda"},
                                       {"by_path": "s== /dev/disk/by-path/pci-0000:00:05.0", "rotational": "false",
