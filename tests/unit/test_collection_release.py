@@ -61,3 +61,13 @@ def test_each_role_was_added_in_a_released_version(role):
 
 def test_the_tables_cover_every_plugin_and_role():
     assert len(DOCUMENTED) >= 24 and len(ROLES) >= 12
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_each_role_has_a_molecule_scenario_that_runs_it(role):
+    """make test runs every scenario under extensions/molecule (molecule test --all): each role has its own, which
+    includes the role."""
+    scenario = REPO / "extensions" / "molecule" / role.name
+    assert (scenario / "molecule.yml").is_file()
+    playbooks = "".join(p.read_text() for p in scenario.glob("*.yml"))
+    assert f"metal3.baremetal.{role.name}\n" in playbooks
