@@ -143,6 +143,11 @@ CASES = [
          lambda r: "Ironic at http://127.0.0.1:9 did not answer" in r["msg"], failed=True),
     Case("firmware", {"namespace": NS, "settings": {"ProcTurboMode": "Disabled"}},
          lambda r: r["msg"] == "settings: only with name (the host whose settings they are)", failed=True),
+    Case("data_image", {"name": "host-0", "namespace": NS, "url": "http://127.0.0.1:8080/data.iso"},
+         lambda r: r["changed"] and r["data_image"]["error_message"].startswith(
+             "spec.url: 'http://127.0.0.1:8080/data.iso' names a loopback")),
+    Case("preprovisioning_image", {"name": "host-0", "namespace": NS},  # host-0 asked for none
+         lambda r: not r["changed"] and r["images"] == [] and r["message"].endswith("/host-0: not found")),
     Case("timeline", {"namespace": NS}, lambda r: r["changed"] and [h["name"] for h in r["hosts"]] == ["host-0"],
          files={"path": "timeline.svg"}),
     Case("table", {"columns": ["HOST", "STATE"], "rows": [["host-0", None]]},
