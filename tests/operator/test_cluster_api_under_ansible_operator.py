@@ -27,7 +27,6 @@ All of it works under the Ansible Operator. What differs there (operator/README.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,14 +52,13 @@ from tests.operator.test_operator_under_cluster_api import (
     run_cluster,
     scaled_down,
 )
+from tests.operator.test_real_ansible_operator import COMPARED, OPERATORS
 
 pytestmark = pytest.mark.kubernetes
 
 workload = under_core.workload  # the fixture: the workload cluster, its kubeconfig and CA as Cluster API's Secrets
-OPERATORS = {"ansible-operator": AnsibleOperator, "metal3_operator": Operator}
 # The collection's operator runs this scenario in make test already (test_operator_under_cluster_api.py, and more):
-# here it is the comparison's other side, which benchmarks/operator/under_cluster_api.py asks for.
-COMPARED = list(OPERATORS) if os.environ.get("METAL3_COMPARE_OPERATORS") else ["ansible-operator"]
+# here it is the comparison's other side (COMPARED), which benchmarks/operator/under_cluster_api.py asks for.
 MARKS = {"Running", "Successful", "Failure"}  # the conditions either operator writes on the CR it reconciles
 
 
