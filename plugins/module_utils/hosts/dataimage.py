@@ -21,7 +21,6 @@ The URL is the tenant's and Ironic fetches it: a URL naming the controller's own
 """
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict, NotFound
@@ -70,16 +69,10 @@ def ask(store: Store, ref: Ref, url: str, dry_run: bool = False) -> Object:
 
 
 def url_refusal(url: str, outbound: OutboundPolicy) -> str:
-    """Why Ironic is not to be handed ``url`` on the tenant's say ("" when it may be): it names no host, or the
-    controller's own, which ``outbound`` does not allow. Its scheme is admission's (hosts/hardware_admission.py)."""
+    """Why Ironic is not to be handed ``url`` on the tenant's say ("" when it may be): the outbound policy's
+    (core/outbound.py: an http(s) URL with a host, not the controller's own unless ``outbound`` allows it)."""
     try:
-        host = urllib.parse.urlsplit(url).hostname or ""
-    except ValueError as e:
-        return f"{URL_FIELD}: {url!r} is not a URL: {e}"
-    if not host:
-        return f"{URL_FIELD}: {url!r} names no host"
-    try:
-        outbound.check_host(url, host, URL_FIELD)
+        outbound.check(url, URL_FIELD)
     except Refused as e:
         return str(e)
     return ""

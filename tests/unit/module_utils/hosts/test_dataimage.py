@@ -128,6 +128,9 @@ def test_a_url_the_operator_allows_is_not_refused():
     assert dataimage.url_refusal("http://127.0.0.1:8080/data.iso", OutboundPolicy.of("127.0.0.1")) == ""
     assert dataimage.url_refusal(ISO, OutboundPolicy()) == ""
     assert dataimage.url_refusal("http:///data.iso", OutboundPolicy()) == "spec.url: 'http:///data.iso' names no host"
+    # Admission takes any request URI, as upstream's webhook; Ironic is handed http(s) only.
+    assert dataimage.url_refusal("file:///etc/ironic/ironic.conf", OutboundPolicy()) == \
+        "spec.url: 'file:///etc/ironic/ironic.conf' is not an http or https URL"
 
 
 def test_not_yet_attached_says_when_it_will_be(store):
