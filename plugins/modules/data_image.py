@@ -60,13 +60,12 @@ EXAMPLES = r"""
     namespace: metal3
     url: http://images.example.com/config.iso
 
-- name: Reboot node-0, which attaches it first
+- name: Reboot node-0 (its reboot annotation, merged into it), which attaches it first
   metal3.baremetal.resource:
-    api_version: metal3.io/v1alpha1
-    kind: BareMetalHost
-    name: node-0
-    namespace: metal3
-    patch: {metadata: {annotations: {reboot.metal3.io: ""}}}
+    definition:
+      apiVersion: metal3.io/v1alpha1
+      kind: BareMetalHost
+      metadata: {name: node-0, namespace: metal3, annotations: {reboot.metal3.io: ""}}
 
 - name: Take it out again at the next power on
   metal3.baremetal.data_image:

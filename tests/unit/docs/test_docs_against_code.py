@@ -112,6 +112,47 @@ def test_the_store_page_names_the_modules_that_take_the_ironic_options():
     assert options == set(IRONIC_ARG_SPEC)
 
 
+# Every task that calls a module of the collection - in a module's EXAMPLES, a playbook, a role, a test's
+# playbook - passes only options the module takes (ansible-test checks EXAMPLES as YAML, never their options).
+
+def _examples(path: Path) -> str:
+    loaded = importlib.import_module(f"ansible_collections.metal3.baremetal.plugins.modules.{path.stem}")
+    return loaded.EXAMPLES
+
+
+TASK_SOURCES = [*(("EXAMPLES", p) for p in sorted((REPO / "plugins" / "modules").glob("*.py"))
+                  if p.stem != "__init__"),
+                *(("file", p) for p in [*sorted((REPO / "playbooks").rglob("*.yml")),
+                                        *sorted((REPO / "roles").glob("*/tasks/*.yml")),
+                                        *sorted((REPO / "tests" / "integration" / "playbooks").glob("*.yml"))])]
+
+
+def calls(node: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Each (module, arguments) a task list, play or block calls of the collection's modules, however nested."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, list):
+        for item in node:
+            found += calls(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key.startswith("metal3.baremetal.") and isinstance(value, dict):
+                found.append((key.removeprefix("metal3.baremetal."), value))
+            elif key in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
+                found += calls(value)
+    return found
+
+
+@pytest.mark.parametrize("kind,path", TASK_SOURCES, ids=lambda v: v if isinstance(v, str) else v.name)
+def test_every_call_of_a_module_passes_only_options_it_takes(kind: str, path: Path):
+    text = _examples(path) if kind == "EXAMPLES" else path.read_text()
+    for module, arguments in calls(yaml.safe_load(text)):
+        assert module in SPECS, f"{path.name}: no module metal3.baremetal.{module}"
+        spec = SPECS[module]
+        known = set(spec) | {alias for option in spec.values() for alias in option.get("aliases", ())}
+        unknown = sorted(set(arguments) - known)
+        assert not unknown, f"{path.name}: metal3.baremetal.{module} takes no option {', '.join(unknown)}"
+
+
 # What the collection holds.
 
 def test_readme_lists_every_module_and_none_else():
