@@ -4,6 +4,9 @@ VLAN templates, and checked from inside each booted guest; then deprovisioned (c
 
 The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
 
+Then, day 2 on the virtual-media server, provisioned: a BIOS setting applied by servicing under a HostUpdatePolicy
+(the guest not reprovisioned), and a DataImage's ISO seen as a CD inside the guest, and gone once deleted.
+
 That much runs in make test. With METAL3_LAB_FULL=1 (`make lab-test-full`), too long for make test:
 
 The demo's cluster is hybrid: its control plane is the servers, its two workers virtual machines of the lab's
@@ -65,6 +68,12 @@ METAL_STACK_CLUSTER = "metal-stack-lab"
 FIREWALL = f"{METAL_STACK_CLUSTER}-firewall"
 LAB_NETWORK = ipaddress.ip_network("172.22.0.0/24")
 LAB_HOST = "172.22.0.1"
+# Day 2 (tests/integration/playbooks/lab_day2.yml) on the virtual-media server: virtual media is how a DataImage
+# reaches a host, and its Redfish BMC (sushy-tools) emulates a BIOS.
+DAY2_PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "lab_day2.yml"
+DAY2_SERVER = DEMO_SERVERS[1]["name"]
+DAY2_SETTING, DAY2_VALUE = "ProcTurboMode", "Disabled"
+DAY2_LABEL = "METAL3DAY2"
 
 
 def demo(images: Path, state: str = "present") -> str:
@@ -242,6 +251,10 @@ def provision_check_and_release(images: Path) -> None:
     assert re.search(r"changed=0\s", again), again[-3000:]
     assert not FULL or re.search(r"changed=0\s", metal_stack_again), metal_stack_again[-3000:]
 
+    started = time.monotonic()
+    serviced_with_a_data_image(hosts[DAY2_SERVER]["metadata"]["namespace"])
+    print(f"serviced, with a DataImage attached and detached, in {time.monotonic() - started:.0f}s")
+
     # Deprovision (metadata cleaning, power off) and delete: no Ironic node is left. The firewall goes with its
     # cluster: its host deprovisioned (cleaned) and freed - still enrolled, available, held by no one, without
     # the image - and its addresses released, before the host itself is deleted.
@@ -270,6 +283,103 @@ def provision_check_and_release(images: Path) -> None:
     # the agent erased its disk's metadata, never the whole disk (Metal3's Ironic's configuration).
     steps = erase_steps_run(log_start)
     assert steps == ["erase_devices_metadata"] * 2 * len(servers), steps
+
+
+def day2(namespace: str, **lab_vars: Any) -> None:
+    run = ansible_playbook(DAY2_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_namespace": namespace,
+                                           "lab_server": DAY2_SERVER, **lab_vars}, timeout=2400, netns=NETNS)
+    assert run.ok, run.output[-8000:]
+
+
+def firmware_condition(kind: str) -> dict[str, Any]:
+    return {c["type"]: c for c in stored("HostFirmwareSettings")[DAY2_SERVER]["status"]["conditions"]}[kind]
+
+
+def boot_id() -> str:
+    return guest.execute(DAY2_SERVER, ["/usr/bin/cat", "/proc/sys/kernel/random/boot_id"]).out.strip()
+
+
+def cd_labels() -> list[str | None]:
+    """The label of the medium in each of the guest's CD drives (None: an empty drive), as lsblk sees them."""
+    seen = guest.execute(DAY2_SERVER, ["/usr/bin/lsblk", "-J", "-o", "NAME,TYPE,LABEL"])
+    assert seen.rc == 0, seen.err
+    return [d["label"] for d in json.loads(seen.out)["blockdevices"] if d["type"] == "rom"]
+
+
+def rebooted_guest(before: str) -> str:
+    """The guest's boot id once it answers again after a reboot (its agent answers before the reboot is seen)."""
+    deadline = time.monotonic() + 900
+    while True:
+        guest.wait_for_agent(DAY2_SERVER, 900)
+        try:
+            now = boot_id()
+        except guest.GuestUnavailable:
+            now = before
+        if now != before:
+            return now
+        assert time.monotonic() < deadline, f"{DAY2_SERVER} did not reboot"
+        time.sleep(5)
+
+
+def serviced_with_a_data_image(namespace: str) -> None:
+    """Day 2 on the provisioned virtual-media server, through the bastion's modules (tests/integration/playbooks/
+    lab_day2.yml). A BIOS setting asked for waits, saying why, until a HostUpdatePolicy allows servicing; then a
+    reboot services the host: Redfish shows the new value, and inside the guest the hostname and a file written
+    before are as they were (it was not reprovisioned). A DataImage's ISO, put in the host's virtual CD drive as it
+    next reboots, is a CD inside the guest with the ISO's label; deleted, it is gone after the reboot after."""
+    guest.wait_for_agent(DAY2_SERVER, 900)
+    hostname = guest.execute(DAY2_SERVER, ["/bin/hostname"]).out.strip()
+    token = os.urandom(8).hex()
+    written = guest.execute(DAY2_SERVER, ["/bin/sh", "-c", f"echo {token} > /var/lib/metal3-day2 && sync"])
+    assert written.rc == 0, written.err
+    first_boot = boot_id()
+    assert lab_bios()[DAY2_SETTING] != DAY2_VALUE
+
+    day2(namespace, lab_settings={DAY2_SETTING: DAY2_VALUE})
+    waits = firmware_condition("ChangeDetected")
+    assert waits["status"] == "True" and "HostUpdatePolicy" in waits["message"], waits
+
+    day2(namespace, lab_update_policy=True, lab_reboot=True)
+    second_boot = rebooted_guest(first_boot)
+    host = stored("BareMetalHost")[DAY2_SERVER]
+    assert host["status"]["provisioning"]["state"] == "provisioned" and host["status"]["operationalStatus"] == "OK"
+    assert lab_bios()[DAY2_SETTING] == DAY2_VALUE
+    assert firmware_condition("ChangeDetected")["status"] == "False"
+    assert guest.execute(DAY2_SERVER, ["/bin/hostname"]).out.strip() == hostname
+    assert guest.execute(DAY2_SERVER, ["/usr/bin/cat", "/var/lib/metal3-day2"]).out.strip() == token
+    assert DAY2_LABEL not in cd_labels()
+
+    iso = BASE / "ironic" / "httpboot" / "images" / "day2.iso"
+    content = BASE / "day2-iso"
+    content.mkdir(exist_ok=True)
+    (content / "token").write_text(token)
+    subprocess.run(["xorriso", "-as", "mkisofs", "-quiet", "-V", DAY2_LABEL, "-o", str(iso), str(content)],
+                   check=True, capture_output=True, timeout=120)
+    day2(namespace, lab_data_image=f"http://{LAB_HOST}:8088/images/day2.iso", lab_reboot=True)
+    third_boot = rebooted_guest(second_boot)
+    attached = stored("DataImage")[DAY2_SERVER]
+    assert attached["status"]["attachedImage"]["url"].endswith("/day2.iso"), attached["status"]
+    assert DAY2_LABEL in cd_labels()
+
+    day2(namespace, lab_data_image="absent", lab_reboot=True)
+    rebooted_guest(third_boot)
+    assert DAY2_SERVER not in stored("DataImage")
+    assert DAY2_LABEL not in cd_labels()
+    assert guest.execute(DAY2_SERVER, ["/usr/bin/cat", "/var/lib/metal3-day2"]).out.strip() == token
+
+
+def lab_bios() -> dict[str, Any]:
+    """The server's BIOS attributes, as its Redfish BMC (sushy-tools) shows them, asked from inside the lab."""
+    server = next(s for s in json.loads((BASE / "servers.json").read_text()) if s["name"] == DAY2_SERVER)
+    url = server["redfish_address"].split("+", 1)[1] + "/BIOS"
+    script = ("import base64, json, sys, urllib.request; user, url, secret = sys.argv[1:]; "
+              "token = base64.b64encode(f'{user}:{open(secret).read().strip()}'.encode()).decode(); "
+              "request = urllib.request.Request(url, headers={'Authorization': 'Basic ' + token}); "
+              "print(json.dumps(json.load(urllib.request.urlopen(request, timeout=30))['Attributes']))")
+    done = subprocess.run(["ip", "netns", "exec", NETNS, str(REPO / ".venv" / "bin" / "python"), "-c", script,
+                           server["username"], url, server["password_file"]],
+                          capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(done.stdout)
 
 
 def check_firewall(server: dict[str, Any], output: str) -> None:
