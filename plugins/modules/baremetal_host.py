@@ -27,9 +27,15 @@ description:
     removed before the finalizer C(baremetalhost.metal3.io) is.
   - BMC credentials come from the Secret named by C(spec.bmc.credentialsName) and never appear in the result.
   - When Ironic does not answer, the task fails and nothing is written to the store.
+  - With O(build_preprov_image) and O(wait_for), a host waiting for its PreprovisioningImage has it served while
+    waiting, as M(metal3.baremetal.preprovisioning_image) serves it (from O(deploy_kernel_url),
+    O(deploy_ramdisk_url), O(deploy_iso_url) and their per-architecture options): on a bastion nothing else
+    would. One step (no O(wait_for)) leaves it to the image's own reconcile, as the operator does.
+  - A DataImage's URL, which Ironic fetches as the host powers on, is judged by O(allowed_local_hosts).
 extends_documentation_fragment:
   - metal3.baremetal.store
   - metal3.baremetal.ironic
+  - metal3.baremetal.outbound
   - metal3.baremetal.attributes
 attributes:
   check_mode:
@@ -147,10 +153,17 @@ host:
 from typing import Any
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.ansible_module import run_module
-from ansible_collections.metal3.baremetal.plugins.module_utils.args import IRONIC_MINIMUMS, store_options, with_ironic
+from ansible_collections.metal3.baremetal.plugins.module_utils.args import (
+    IRONIC_MINIMUMS,
+    store_options,
+    with_ironic,
+    with_outbound,
+)
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import BadRequest
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.engine import open_store
+from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import preprovisioning_image as ppi
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import (
     API,
     KIND,
@@ -175,9 +188,11 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
         with open_store(options) as store:
             hosts = find(store, API, KIND, namespace=params["namespace"], label_selectors=params["label_selectors"])
         refs = [Ref.of(host) for host in hosts]
-    results = reconcile_hosts(lambda: open_store(options), IronicOptions.from_params(params), refs,
+    ironic = IronicOptions.from_params(params)
+    results = reconcile_hosts(lambda: open_store(options), ironic, refs,
                               (wait_for,) if wait_for else (), params["wait_timeout"], params["concurrency"],
-                              check_mode)
+                              check_mode, OutboundPolicy.from_params(params),
+                              ppi.ImageProvider.from_params(params) if ironic.build_preprov_image else None)
     result: dict[str, Any] = {"changed": any(step.changed for step, _reached in results),
                               "hosts": [step.summary() for step, _reached in results if step.obj is not None]}
     if params["name"]:
@@ -195,14 +210,14 @@ def run(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
 
 
 SPEC = ModuleSpec(
-    argument_spec=with_ironic({
+    argument_spec=with_outbound(with_ironic({
         "name": {"type": "str"},
         "namespace": {"type": "str", "default": "default"},
         "label_selectors": {"type": "list", "elements": "str", "default": []},
         "wait_for": {"type": "str"},
         "wait_timeout": {"type": "int", "default": 600},
         "concurrency": {"type": "int", "default": 20},
-    }),
+    })),
     run=run,
     mutually_exclusive=[["name", "label_selectors"]],
     minimums={"wait_timeout": 0, "concurrency": 1, **IRONIC_MINIMUMS},

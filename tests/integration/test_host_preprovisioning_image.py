@@ -127,3 +127,45 @@ def test_a_host_boots_the_agent_its_preprovisioning_image_serves(tmp_path, ironi
     assert (info.get("deploy_kernel"), info.get("deploy_ramdisk")) == \
         (options["deploy_kernel_url"], options["deploy_ramdisk_url"])
     assert "deploy_iso" not in info and "kernel_append_params" not in info
+
+
+BASTION_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Get the host available, its agent image served meanwhile
+      metal3.baremetal.baremetal_host:
+        name: ppi-1
+        namespace: ppi
+        wait_for: available
+        wait_timeout: 240
+        build_preprov_image: true
+        deploy_kernel_url: "{{ kernel }}"
+        deploy_ramdisk_url: "{{ ramdisk }}"
+        allowed_local_hosts: [127.0.0.1]
+"""
+
+
+def test_on_a_bastion_a_host_waited_for_has_its_image_served_by_the_wait(tmp_path, ironic, monkeypatch):
+    """No operator serves images on a bastion: baremetal_host's wait reconciles the image its host waits for, and
+    the host goes on at once (not after its 300 s look again)."""
+    for key, value in ironic.env.items():
+        monkeypatch.setenv(key, value)
+    options = serve_agent(ironic)
+    store_path = tmp_path / "store.db"
+    with LocalStore(str(store_path)) as store:
+        ref = make_host(store, NS, "ppi-1", "fake://ppi-1", mac=unique_mac(), architecture="x86_64")
+    playbook = tmp_path / "bastion.yml"
+    playbook.write_text(BASTION_PLAY)
+    run = ansible_playbook(playbook, {"kernel": options["deploy_kernel_url"], "ramdisk": options["deploy_ramdisk_url"]},
+                           env={**ironic.env, "METAL3_STORE_PATH": str(store_path)}, timeout=300)
+    assert run.ok and "Traceback" not in run.output, run.output
+    with LocalStore(str(store_path)) as store:
+        image = store.get(Ref(ppi.API, ppi.KIND, ref.name, NS))
+        host = store.get(ref)
+    assert host["status"]["provisioning"]["state"] == "available"
+    assert conditions(image)["Ready"][:2] == ("True", "ImageSuccess")
+    node = Ironic(IronicOptions(cloud=ironic.cloud)).get_node(f"{NS}~ppi-1")
+    assert node is not None
+    assert (node["driver_info"].get("deploy_kernel"), node["driver_info"].get("deploy_ramdisk")) == \
+        (options["deploy_kernel_url"], options["deploy_ramdisk_url"])

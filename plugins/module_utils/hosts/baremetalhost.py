@@ -182,14 +182,18 @@ class HostFailure(Exception):
 
 
 def reconcile_host(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry_run: bool = False,
-                   max_provisioning_retries: int = MAX_PROVISIONING_RETRIES) -> HostStep:
+                   max_provisioning_retries: int = MAX_PROVISIONING_RETRIES,
+                   outbound: OutboundPolicy | None = None) -> HostStep:
     """One step of the host named by ``ref``; ``provisioners`` gives each host its provisioner. A host whose deploys
-    of one image failed ``max_provisioning_retries`` times stops trying it (0: it tries for ever)."""
+    of one image failed ``max_provisioning_retries`` times stops trying it (0: it tries for ever). ``outbound``: the
+    controller's own hosts a DataImage's URL may name (None: the environment's, which the modules' option defaults
+    to)."""
     try:
         host = store.get(ref)
     except NotFound:
         return HostStep(None, message="not found", state=NONE)
-    step = _Reconcile(store, provisioners, host, dry_run, max_provisioning_retries).run()
+    step = _Reconcile(store, provisioners, host, dry_run, max_provisioning_retries,
+                      outbound or OutboundPolicy.from_env()).run()
     step.before = host_state(host)
     return step
 
@@ -233,8 +237,12 @@ def wait_for_host(reconcile: Callable[[], HostStep], targets: tuple[str, ...], t
 
 def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptions, refs: list[Ref],
                     targets: tuple[str, ...] = (), timeout: float = 0, concurrency: int = 20,
-                    dry_run: bool = False) -> list[tuple[HostStep, bool]]:
+                    dry_run: bool = False, outbound: OutboundPolicy | None = None,
+                    images: ppi.ImageProvider | None = None) -> list[tuple[HostStep, bool]]:
     """Each host one step, or until ``targets`` (see wait_for_host), ``concurrency`` hosts at a time.
+
+    Waiting, a host that waits for its PreprovisioningImage has it served by ``images`` (its reconcile, as the
+    operator's image controller would): on a bastion nothing else would, and the wait would last its timeout.
 
     Each worker has its own store connection and Ironic session: SQLite connections are per thread.
     """
@@ -244,8 +252,11 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
                                                ironic_options.provisioning_limit)
 
             def step() -> HostStep:
-                result = reconcile_host(store, provisioners, ref, dry_run, ironic_options.max_provisioning_retries)
+                result = reconcile_host(store, provisioners, ref, dry_run, ironic_options.max_provisioning_retries,
+                                        outbound)
                 report_host(ref, result)
+                if images is not None and _served_image(store, result, images, outbound, dry_run):
+                    result.requeue_after, result.resting = 0, False  # the host goes on with its image at once
                 return result
 
             if not targets or dry_run:  # check mode changes nothing, so there is nothing to wait for
@@ -258,13 +269,24 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
         return list(pool.map(one, refs))
 
 
+def _served_image(store: Store, step: HostStep, images: ppi.ImageProvider, outbound: OutboundPolicy | None,
+                  dry_run: bool) -> bool:
+    """The PreprovisioningImage ``step``'s host waits for, reconciled; whether that changed it."""
+    changed = False
+    for ref in step.waits_on:
+        if ref.kind == ppi.KIND and ref.api_version == ppi.API:
+            changed = ppi.reconcile_preprovisioning_image(store, ref, images, outbound, dry_run).changed or changed
+    return changed
+
+
 class _Reconcile:
     """One reconcile of one host: the handlers of the state machine share this state."""
 
     def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool,
-                 max_provisioning_retries: int = MAX_PROVISIONING_RETRIES):
+                 max_provisioning_retries: int = MAX_PROVISIONING_RETRIES, outbound: OutboundPolicy | None = None):
         self.store, self.provisioners, self.host, self.dry_run = store, provisioners, host, dry_run
         self.max_provisioning_retries = max_provisioning_retries
+        self.outbound = outbound or OutboundPolicy()
         self.ref = Ref.of(host)
         self.spec: BareMetalHostSpec = cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})
         self.annotations: dict[str, str] = host["metadata"].get("annotations") or {}
@@ -983,7 +1005,7 @@ class _Reconcile:
         powering_on = REBOOT_ANNOTATION in self.annotations or not self.status.get("poweredOn")
         if not self.spec.get("online") or held_off or not powering_on:
             return None
-        waiting = dataimage.at_power_on(self.store, self.provisioner, self.ref, OutboundPolicy.from_env(),
+        waiting = dataimage.at_power_on(self.store, self.provisioner, self.ref, self.outbound,
                                         self.dry_run)
         if waiting is None:
             return None
