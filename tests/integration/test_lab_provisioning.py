@@ -1,6 +1,7 @@
 """Machines that really boot: the lab's virtual servers enrolled by IPMI (PXE) and by Redfish virtual media (no
-DHCP), inspected by the agent, provisioned by playbooks/lab-demo.yml with the seed's per-failure-domain bond +
-VLAN templates, and checked from inside each booted guest; then deprovisioned (cleaned) and deleted.
+DHCP), inspected by the agent (each booting the one its PreprovisioningImage serves), provisioned by
+playbooks/lab-demo.yml with the seed's per-failure-domain bond + VLAN templates, and checked from inside each booted
+guest; then deprovisioned (cleaned) and deleted.
 
 The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
 
@@ -68,6 +69,7 @@ METAL_STACK_CLUSTER = "metal-stack-lab"
 FIREWALL = f"{METAL_STACK_CLUSTER}-firewall"
 LAB_NETWORK = ipaddress.ip_network("172.22.0.0/24")
 LAB_HOST = "172.22.0.1"
+LAB_HTTP = f"http://{LAB_HOST}:8088"  # Ironic's HTTP server (playbooks/vars/lab.yml)
 # Day 2 (tests/integration/playbooks/lab_day2.yml) on the virtual-media server: virtual media is how a DataImage
 # reaches a host, and its Redfish BMC (sushy-tools) emulates a BIOS.
 DAY2_PLAYBOOK = REPO / "tests" / "integration" / "playbooks" / "lab_day2.yml"
@@ -80,7 +82,8 @@ def demo(images: Path, state: str = "present") -> str:
     run = ansible_playbook(DEMO_PLAYBOOK, {"lab_base_dir": str(BASE), "lab_images_dir": str(images),
                                            "lab_state": state, "lab_wait_timeout": 3000,
                                            "lab_demo_excluded_servers": [FIREWALL_SERVER],
-                                           "lab_vm_workers": VM_WORKERS, "lab_bridge": LAB["virtual_lab_bridge"]},
+                                           "lab_vm_workers": VM_WORKERS, "lab_bridge": LAB["virtual_lab_bridge"],
+                                           "lab_preprovisioning_images": True},
                            timeout=4000, netns=NETNS)
     assert run.ok, run.output[-8000:]
     return run.output
@@ -191,6 +194,16 @@ def provision_check_and_release(images: Path) -> None:
         assert {nic["mac"] for nic in status["hardware"]["nics"]} >= set(servers[name]["macs"])
         assert any(disk["name"].endswith("vda") for disk in status["hardware"]["storage"])
     assert hosts[DEMO_SERVERS[0]["name"]]["spec"]["bmc"]["address"].startswith("ipmi://")
+    # Each booted the agent its PreprovisioningImage served (initrd: the lab's kernel and initramfs; the
+    # virtual-media server accepts an ISO first, which the lab serves none of, and Ironic builds its ISO from them).
+    agent_images = stored("PreprovisioningImage")
+    assert sorted(agent_images) == sorted(demo_servers)
+    for name, image in agent_images.items():
+        ready = {c["type"]: c["status"] for c in image["status"]["conditions"]}
+        assert ready == {"Ready": "True", "Error": "False"}, image["status"]
+        assert image["spec"]["acceptFormats"] == (["initrd"] if name == DEMO_SERVERS[0]["name"] else ["iso", "initrd"])
+        assert (image["status"]["format"], image["status"]["kernelUrl"]) == ("initrd", f"{LAB_HTTP}/images/ipa.kernel")
+        assert image["status"]["imageUrl"] == f"{LAB_HTTP}/images/ipa.initramfs"
     assert hosts[DEMO_SERVERS[1]["name"]]["spec"]["bmc"]["address"].startswith("redfish-virtualmedia+http://")
     # PXE for the IPMI server; not one DHCP answer to the virtual-media one.
     acked = set(re.findall(r"DHCPACK\(labpbr0\) \S+ (\S+)", (BASE / "dnsmasq.log").read_text()))
@@ -271,6 +284,7 @@ def provision_check_and_release(images: Path) -> None:
                 if name in pools or ((obj.get("spec") or {}).get("pool") or {}).get("name") in pools}
         assert left == set(), (kind, left)
     assert stored("BareMetalHost") == {}
+    assert stored("PreprovisioningImage") == {}
     assert ironic_nodes() == []
     assert {domain_state(name) for name in servers} == {"shut off"}
     # The workers' virtual machines are gone, with their disks and config drives (the images they started from
@@ -355,7 +369,7 @@ def serviced_with_a_data_image(namespace: str) -> None:
     (content / "token").write_text(token)
     subprocess.run(["xorriso", "-as", "mkisofs", "-quiet", "-V", DAY2_LABEL, "-o", str(iso), str(content)],
                    check=True, capture_output=True, timeout=120)
-    day2(namespace, lab_data_image=f"http://{LAB_HOST}:8088/images/day2.iso", lab_reboot=True)
+    day2(namespace, lab_data_image=f"{LAB_HTTP}/images/day2.iso", lab_reboot=True)
     third_boot = rebooted_guest(second_boot)
     attached = stored("DataImage")[DAY2_SERVER]
     assert attached["status"]["attachedImage"]["url"].endswith("/day2.iso"), attached["status"]
