@@ -29,8 +29,8 @@ description:
   - When Ironic does not answer, the task fails and nothing is written to the store.
   - With O(build_preprov_image) and O(wait_for), a host waiting for its PreprovisioningImage has it served while
     waiting, as M(metal3.baremetal.preprovisioning_image) serves it (from O(deploy_kernel_url),
-    O(deploy_ramdisk_url), O(deploy_iso_url) and their per-architecture options): on a bastion nothing else
-    would. One step (no O(wait_for)) leaves it to the image's own reconcile, as the operator does.
+    O(deploy_ramdisk_url), O(deploy_iso_url) and their per-architecture options), since on a bastion nothing
+    else would. One step (no O(wait_for)) leaves it to the image's own reconcile, as the operator does.
   - A DataImage's URL, which Ironic fetches as the host powers on, is judged by O(allowed_local_hosts).
 extends_documentation_fragment:
   - metal3.baremetal.store
