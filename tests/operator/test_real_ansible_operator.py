@@ -137,7 +137,13 @@ def available_host(request: pytest.FixtureRequest, custom: client.CustomObjectsA
         "spec": {"online": False, "bootMACAddress": emulator.mac(index),
                  "bmc": {"address": emulator.address(system), "credentialsName": "host-0-bmc"},
                  "inspectionMode": "disabled", "automatedCleaningMode": "disabled"}})
-    eventually(lambda: host_state(custom, ns, "host-0") == "available", "host-0 available", timeout=240)
+    # make test runs the lab and the Cluster API scenarios beside it (a load of 20 on two cores): 240 s ran out once
+    # there (stop 47), on a host that is available in 90 s alone. The status says where it stood.
+    try:
+        eventually(lambda: host_state(custom, ns, "host-0") == "available", "host-0 available", timeout=600)
+    except AssertionError as failure:
+        status = custom.get_namespaced_custom_object(*BMH[:2], ns, BMH[2], "host-0").get("status")
+        raise AssertionError(f"{failure}; its status: {status}") from None
     return system
 
 
