@@ -246,6 +246,8 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
 
     Each worker has its own store connection and Ironic session: SQLite connections are per thread.
     """
+    outbound = outbound or OutboundPolicy.from_env()  # one policy for the hosts and the images they wait for
+
     def one(ref: Ref) -> tuple[HostStep, bool]:
         with open_store() as store:
             provisioners = ironic_provisioners(Ironic(ironic_options, dry_run=dry_run),
@@ -269,7 +271,7 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
         return list(pool.map(one, refs))
 
 
-def _served_image(store: Store, step: HostStep, images: ppi.ImageProvider, outbound: OutboundPolicy | None,
+def _served_image(store: Store, step: HostStep, images: ppi.ImageProvider, outbound: OutboundPolicy,
                   dry_run: bool) -> bool:
     """The PreprovisioningImage ``step``'s host waits for, reconciled; whether that changed it."""
     changed = False
@@ -283,10 +285,10 @@ class _Reconcile:
     """One reconcile of one host: the handlers of the state machine share this state."""
 
     def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool,
-                 max_provisioning_retries: int = MAX_PROVISIONING_RETRIES, outbound: OutboundPolicy | None = None):
+                 max_provisioning_retries: int, outbound: OutboundPolicy):
         self.store, self.provisioners, self.host, self.dry_run = store, provisioners, host, dry_run
         self.max_provisioning_retries = max_provisioning_retries
-        self.outbound = outbound or OutboundPolicy()
+        self.outbound = outbound
         self.ref = Ref.of(host)
         self.spec: BareMetalHostSpec = cast("BareMetalHost", host).get("spec") or cast("BareMetalHostSpec", {})
         self.annotations: dict[str, str] = host["metadata"].get("annotations") or {}
