@@ -18,7 +18,7 @@ import json
 import random
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, cast, overload
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.api import admission
 from ansible_collections.metal3.baremetal.plugins.module_utils.core import pause
@@ -26,6 +26,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.address impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import (
     AlreadyExists,
     Conflict,
+    Invalid,
     NotFound,
     StoreError,
 )
@@ -120,6 +121,14 @@ class Allocation(Result):
     def summary(self) -> dict[str, Any]:
         """The held address as the one record (core/address.py), its keys empty when none is held."""
         return address_record(Address.of(self.address) if self.address else None)
+
+
+class StatusWriter(Protocol):
+    """A claim kind's status write: the address it holds (or the error, or what it waits for); ``confirming``
+    writes even an unchanged status, to learn whether the claim still stands (``_write_claim_status``)."""
+
+    def __call__(self, address: Object | None, error: str | None, waiting: str | None,
+                 confirming: bool = False) -> Object: ...
 
 
 @dataclass
@@ -513,6 +522,32 @@ def _owned_addresses(store: Store, claim: _Claim, pool_namespace: str) -> list[O
     return [a for a in store.list(IPAM_API, "IPAddress", pool_namespace, selector) if _owned_by(a, claim)]
 
 
+def _releasable_addresses(store: Store, claim: _Claim, pool_namespace: str) -> list[Object]:
+    """What a deleted claim owns: the list by label, and the addresses its status and its marker name when the
+    list missed them. A list may come from a cache (the Ansible Operator's proxy answers lists of watched kinds
+    from its informers) that has not seen an address taken a moment before the claim's deletion; a GET of a
+    name the cache does not hold goes to the API server. Only what the list missed costs a read."""
+    owned = _owned_addresses(store, claim, pool_namespace)
+    listed = {a["metadata"]["name"] for a in owned}
+    values = {str(cast("IPAddress", a)["spec"]["address"]) for a in owned}
+    names = []
+    status = claim.obj.get("status") or {}
+    named = (status.get("address") or {}).get("name")
+    if named and named not in listed:
+        names.append(named)
+    reserved = _reserved_address(claim)
+    if reserved and reserved not in values and claim.pool is not None:
+        pool_obj = store.get_if_exists(claim.pool)
+        if pool_obj is not None:
+            with contextlib.suppress(Invalid):
+                names.append(parse_pool(pool_obj).address_name(reserved))
+    for name in dict.fromkeys(n for n in names if n not in listed):
+        address = store.get_if_exists(Ref(IPAM_API, "IPAddress", name, pool_namespace))
+        if address is not None and _owned_by(address, claim):
+            owned.append(address)
+    return owned
+
+
 def _pool_of(address: Object) -> Ref | None:
     pool = cast("IPAddress", address)["spec"].get("pool") or {}
     if not pool.get("name"):
@@ -576,7 +611,7 @@ class _Addresses(Claimer[Object, str]):
     moved = Moved.FOLLOW
 
     def __init__(self, store: Store, claim: _Claim, pool_ref: Ref, pool_obj: Object, pool: Pool,
-                 dry_run: bool, write_status: Callable[[Object | None, str | None, str | None], Object]) -> None:
+                 dry_run: bool, write_status: StatusWriter) -> None:
         self.store, self.claim, self.pool_ref, self.pool_obj, self.pool = store, claim, pool_ref, pool_obj, pool
         self.dry_run, self.write_status = dry_run, write_status
         self.refusal: str | None = None
@@ -611,16 +646,13 @@ class _Addresses(Claimer[Object, str]):
         return not self.claim.obj["metadata"].get("deletionTimestamp")
 
     def confirm(self, taken: Object) -> bool:
-        """The claim's status written to name ``taken``, resourceVersion-checked against the claim as last read
-        or written (so read again when it moved): the write every allocation makes anyway tells whether the claim
-        is being deleted. Only a status that names ``taken`` already (a run that takes again what it had) costs
-        a read."""
-        version = self.claim.obj["metadata"].get("resourceVersion")
-        written = self.write_status(taken, None, None)
-        if written["metadata"].get("resourceVersion") == version:
-            return self.reread()
-        self.claim.obj = written
-        return not written["metadata"].get("deletionTimestamp")
+        """The claim's status written to name ``taken``: a write, resourceVersion-checked against the claim as
+        last read or written, even when the status names ``taken`` already (a no-op write then, which moves
+        nothing). A read would not do: under the Ansible Operator its proxy answers a GET of a watched kind from
+        its informer's cache, which may not show the claim's deletion yet; a write is checked by the API
+        server against the claim as it is now (Conflict when it moved, NotFound when it went)."""
+        self.claim.obj = self.write_status(taken, None, None, True)
+        return not self.claim.obj["metadata"].get("deletionTimestamp")
 
     def mark(self, candidate: str) -> None:
         _reserve(self.store, self.claim, candidate, self.dry_run)
@@ -713,8 +745,7 @@ class _Addresses(Claimer[Object, str]):
                            self.picks().lost_addresses, self.dry_run)
 
 
-def _allocate(store: Store, claim: _Claim, dry_run: bool,
-              write_status: Callable[[Object | None, str | None, str | None], Object]) -> Allocation:
+def _allocate(store: Store, claim: _Claim, dry_run: bool, write_status: StatusWriter) -> Allocation:
     """The shared steps of both claim kinds, up to an IPAddress held by the claim: its pool found, then the
     reservation protocol (store/reservation.py), which keeps one address per claim whatever point a process dies
     at (a claim with no annotation nor status owns nothing; one whose annotation leads to no address it owns is
@@ -776,7 +807,7 @@ def _release(store: Store, claim: _Claim, dry_run: bool) -> Allocation:
     pool_namespace = claim.pool.namespace if claim.pool else claim.namespace
     # Every address the claim owns, not only the one it names: a reconcile that died between taking an
     # address and recording it may have left one more. Deletion is rare; a list here is affordable.
-    for address in _owned_addresses(store, claim, pool_namespace):
+    for address in _releasable_addresses(store, claim, pool_namespace):
         _release_address(store, claim.name, address, dry_run)
     remove_finalizer(store, claim.ref, claim.finalizer, dry_run)
     return Allocation(claim.obj, released=True, changed=True)
@@ -816,8 +847,9 @@ def reconcile_ip_claim(store: Store, ref: Ref, dry_run: bool = False, current: O
     if obj["metadata"].get("deletionTimestamp"):
         return _release(store, claim, dry_run)
 
-    def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
-        return _write_ip_claim_status(store, claim, address, error, waiting, dry_run)
+    def write_status(address: Object | None, error: str | None, waiting: str | None,
+                     confirming: bool = False) -> Object:
+        return _write_ip_claim_status(store, claim, address, error, waiting, dry_run, confirming)
 
     return _allocate(store, claim, dry_run, write_status)
 
@@ -831,18 +863,23 @@ def _ready(address: Object | None, error: str | None, waiting: str | None) -> tu
 
 
 def _write_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
-                        waiting: str | None, dry_run: bool, fields: Callable[[dict[str, Any]], None]) -> Object:
+                        waiting: str | None, dry_run: bool, fields: Callable[[dict[str, Any]], None],
+                        confirming: bool = False) -> Object:
     """Ready set and ``fields`` applied to the claim's status; whatever else is there (conditions of the
     operator that runs this reconcile, say) is kept. The claim as last read or written is tried first: it is
-    re-read only when that write conflicts."""
+    re-read only when that write conflicts. ``confirming``: written even when unchanged (a no-op write, which the
+    API server still checks against the claim's resourceVersion), unless the claim read is being deleted: the
+    claim as it stands, never as a cache last saw it (``_Addresses.confirm``)."""
     known: list[Object] = [claim.obj]
 
     def write() -> Object:
         obj = known.pop() if known else store.get(claim.ref)
+        if confirming and obj["metadata"].get("deletionTimestamp"):
+            return obj  # a deletion is never undone: any copy that shows it tells the truth
         status = copy.deepcopy(obj.get("status") or {})
         status["conditions"] = set_condition(status.get("conditions"), "Ready", *_ready(address, error, waiting))
         fields(status)
-        if status == obj.get("status"):
+        if status == obj.get("status") and not confirming:
             return obj
         obj["status"] = status
         return store.update_status(obj, dry_run=dry_run)
@@ -851,7 +888,7 @@ def _write_claim_status(store: Store, claim: _Claim, address: Object | None, err
 
 
 def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
-                           waiting: str | None, dry_run: bool) -> Object:
+                           waiting: str | None, dry_run: bool, confirming: bool = False) -> Object:
     def fields(status: dict[str, Any]) -> None:
         status.pop("address", None)
         status.pop("errorMessage", None)
@@ -860,7 +897,7 @@ def _write_ip_claim_status(store: Store, claim: _Claim, address: Object | None, 
         if error or waiting:
             status["errorMessage"] = error or waiting
 
-    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields)
+    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields, confirming)
 
 
 # -- Cluster API IPAddressClaim -------------------------------------------------------------------
@@ -890,12 +927,13 @@ def reconcile_ip_address_claim(store: Store, ref: Ref, dry_run: bool = False,
         _delete_capi_address(store, claim, dry_run)
         return _release(store, claim, dry_run)
 
-    def write_status(address: Object | None, error: str | None, waiting: str | None) -> Object:
+    def write_status(address: Object | None, error: str | None, waiting: str | None,
+                     confirming: bool = False) -> Object:
         if address:
             taken = _ensure_capi_address(store, claim, address, dry_run)
             if taken:
-                return _write_capi_claim_status(store, claim, None, taken, None, dry_run)
-        return _write_capi_claim_status(store, claim, address, error, waiting, dry_run)
+                return _write_capi_claim_status(store, claim, None, taken, None, dry_run, confirming)
+        return _write_capi_claim_status(store, claim, address, error, waiting, dry_run, confirming)
 
     return _allocate(store, claim, dry_run, write_status)
 
@@ -941,14 +979,14 @@ def _delete_capi_address(store: Store, claim: _Claim, dry_run: bool) -> None:
 
 
 def _write_capi_claim_status(store: Store, claim: _Claim, address: Object | None, error: str | None,
-                             waiting: str | None, dry_run: bool) -> Object:
+                             waiting: str | None, dry_run: bool, confirming: bool = False) -> Object:
     def fields(status: dict[str, Any]) -> None:
         if address:
             status["addressRef"] = {"name": claim.name}
         else:
             status.pop("addressRef", None)
 
-    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields)
+    return _write_claim_status(store, claim, address, error, waiting, dry_run, fields, confirming)
 
 
 # -- IPPool ---------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     release_finalized,
     remove_finalizer,
     set_condition,
+    standing,
 )
 
 if TYPE_CHECKING:
@@ -399,6 +400,11 @@ class _Prefixes(Claimer[Object, str]):
 
     def reread(self) -> bool:
         self.claim = self.store.get(Ref.of(self.claim))
+        return not self.claim["metadata"].get("deletionTimestamp")
+
+    def confirm(self, taken: Object) -> bool:
+        """The claim as the API server holds it (a no-op write: a read may be a cache's, behind its deletion)."""
+        self.claim = standing(self.store, self.claim, self.dry_run)
         return not self.claim["metadata"].get("deletionTimestamp")
 
     def mark(self, candidate: str) -> None:

@@ -23,7 +23,8 @@ The steps, as the states of ``State``:
   claim made it; one released between the write and the read is tried again. Then the claim is read again: its
   release lists what it owns only once it is being deleted, so a take that release may have missed (the claim
   this run read was deleted and released meanwhile) is given back (RELEASED). A claimer whose claim takes a
-  write after the take anyway (its status) lets that resourceVersion-checked write tell (``confirm``).
+  write after the take anyway (its status) lets that resourceVersion-checked write tell (``confirm``): a read
+  might be a cache's, behind the deletion.
 - LOST: another claim got there first; back to PICK (or FIND, for a claimer that looks afresh after each loss).
 - NAME: the claim took another candidate than its marker names (it marks only once): the marker is made to name
   it, unless another run of the claim has meanwhile named and taken another, which then stays.
@@ -151,7 +152,9 @@ class Claimer(Generic[T, C]):
     def confirm(self, taken: T) -> bool:
         """After ``taken`` was taken: whether the claim, as it is now, is not being deleted (NotFound: it went).
         A release marks its claim deleted before it lists what the claim owns, so the claim read (or written,
-        resourceVersion-checked) after the take tells whether that release could have missed ``taken``."""
+        resourceVersion-checked) after the take tells whether that release could have missed ``taken``. A store
+        whose reads may come from a cache (the Ansible Operator's proxy) needs the write: a cached read may not
+        show the deletion yet."""
         return self.reread()
 
     def mark(self, candidate: C) -> None:
@@ -332,6 +335,9 @@ class Reservation(Generic[T, C]):
                 return True
         except NotFound:
             pass
+        except TooManyConflicts:  # not known either way: given back, and the run fails (it is run again)
+            self.claimer.release(taken)
+            raise
         self.claimer.release(taken)
         return False
 

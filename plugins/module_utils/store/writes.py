@@ -27,6 +27,22 @@ def ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = Fal
     return retry_on_conflict(write)
 
 
+def standing(store: Store, obj: Object, dry_run: bool = False) -> Object:
+    """``obj`` as the API server holds it now: written back unchanged, resourceVersion-checked (a no-op write,
+    which moves nothing), read and written again on Conflict; NotFound when it went. A read alone would not do:
+    the Ansible Operator's proxy answers a GET of a watched kind from its informer's cache, which may lag behind
+    a deletion. A copy that shows a deletion is returned as it is: a deletion is never undone."""
+    known = [obj]
+
+    def touch() -> Object:
+        current = known.pop() if known else store.get(Ref.of(obj))
+        if current["metadata"].get("deletionTimestamp"):
+            return current
+        return store.update(current, dry_run=dry_run)
+
+    return retry_on_conflict(touch)
+
+
 def remove_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = False) -> None:
     """Remove ``finalizer``; an object already gone is fine."""
     def write() -> Object:

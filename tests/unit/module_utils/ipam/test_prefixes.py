@@ -33,6 +33,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.ipam.prefixes imp
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.admitted import admitted
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.cache_behind import CacheBehind
 
 NS = "infra"
 
@@ -393,6 +394,21 @@ def test_a_reconcile_whose_claim_was_moved_meanwhile_gives_its_prefix_back(path)
         ref = make_claim(store, "a")
         assert reconcile_prefix_claim(store, ref).prefix == "10.8.6.0/24"
         assert prefixes_of(store) == {"a": "10.8.6.0/24"}
+
+
+def test_a_reconcile_whose_reads_are_a_cache_behind_the_claims_deletion_keeps_no_prefix(store):
+    """A reconcile read its claim (holding a prefix) before the claim was deleted and released; its reads are a
+    cache's, still from before. It takes the prefix the claim's marker names again: the claim, written back
+    unchanged (the API server checks the write), is gone, so the prefix goes back."""
+    store.create(pool_object(["10.8.0.0/24"]))
+    ref = make_claim(store, "a")
+    assert reconcile_prefix_claim(store, ref).prefix == "10.8.0.0/24"
+    read = store.get(ref)
+    store.delete(ref)
+    assert reconcile_prefix_claim(store, ref).released
+    cached = CacheBehind(store, gets={(CLAIM_KIND, "a"): read})
+    assert reconcile_prefix_claim(cached, ref).prefix is None
+    assert prefixes_of(store) == {}
 
 
 def test_a_claim_object_is_born_with_its_finalizer_and_owner():

@@ -347,6 +347,21 @@ def test_a_claim_released_while_a_run_takes_gets_back_what_that_run_took(store, 
     assert not [o for o in store.list("v1", "ConfigMap", NS) if o["metadata"]["name"].startswith("seat-")]
 
 
+def test_a_run_that_cannot_tell_whether_its_claim_stands_gives_back_what_it_took_and_fails(store):
+    """The check after the take keeps conflicting (a cache that never catches up): whether the claim's release
+    could have missed the seat is not known, so the seat goes back and the run fails, to be run again."""
+    make_claim(store, "c")
+    claimer = Seats(store, "c", Marking.ONCE, Moved.FOLLOW)
+
+    def never_tells(_taken: Object) -> bool:
+        raise TooManyConflicts("ConfigMap c: still conflicting after 6 attempts")
+
+    claimer.confirm = never_tells  # type: ignore[method-assign]
+    with pytest.raises(TooManyConflicts):
+        reserve(claimer)
+    assert not [o for o in store.list("v1", "ConfigMap", NS) if o["metadata"]["name"].startswith("seat-")]
+
+
 def test_every_state_is_named_by_a_test_above():
     tested = {State.FIND, State.ADOPT, State.PREPARE, State.PICK, State.MARK, State.TAKE, State.LOST, State.NAME,
               State.HELD, State.TAKEN, State.EXHAUSTED, State.REFUSED, State.GOING, State.RELEASED}
