@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import contextlib
 import datetime
 import ipaddress
 import os
@@ -373,9 +374,26 @@ class KubeCluster:
         return name
 
     def delete_namespace(self, name: str) -> None:
+        """Delete the namespace, and let go what finalizers its custom objects still carry. The test's operators
+        have stopped, so nothing would ever take them off, and the namespace controller sweeps a namespace stuck
+        Terminating (a list and a delete of every kind) every 15 s for the rest of the session: with a few
+        hundred tests, that was most of what kube-apiserver, etcd and kube-controller-manager did."""
         from kubernetes import client
+        from kubernetes.client.rest import ApiException
 
-        client.CoreV1Api(self.api_client()).delete_namespace(name)
+        api = self.api_client()
+        client.CoreV1Api(api).delete_namespace(name)
+        custom = client.CustomObjectsApi(api)
+        for crd in client.ApiextensionsV1Api(api).list_custom_resource_definition().items:
+            if crd.spec.scope != "Namespaced":
+                continue
+            kind = (crd.spec.group, next(v.name for v in crd.spec.versions if v.storage), name, crd.spec.names.plural)
+            with contextlib.suppress(ApiException):
+                for item in custom.list_namespaced_custom_object(*kind)["items"]:
+                    if item["metadata"].get("finalizers"):
+                        with contextlib.suppress(ApiException):  # gone meanwhile
+                            custom.patch_namespaced_custom_object(*kind, item["metadata"]["name"],
+                                                                  {"metadata": {"finalizers": None}})
 
 
 # -- CLI -------------------------------------------------------------------------------------------

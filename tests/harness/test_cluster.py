@@ -41,6 +41,28 @@ def test_the_garbage_collector_deletes_dependents(kube_cluster, kube_namespace):
     assert eventually(gone, timeout=60)
 
 
+def test_a_namespace_deleted_at_a_tests_end_goes_though_no_operator_releases_its_objects(kube_cluster):
+    """A test ends with objects whose finalizers only its (stopped) operator would remove, a CAPM3 kind served at
+    two versions among them: the namespace still goes, instead of being swept by the namespace controller for
+    the rest of the session."""
+    name = kube_cluster.new_namespace("finalized")
+    custom = client.CustomObjectsApi(kube_cluster.api_client())
+    custom.create_namespaced_custom_object("ipam.metal3.io", "v1alpha1", name, "ippools", {
+        "apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool",
+        "metadata": {"name": "pool", "finalizers": ["ippool.ipam.metal3.io"]}, "spec": {"namePrefix": "pool"}})
+    custom.create_namespaced_custom_object("infrastructure.cluster.x-k8s.io", "v1beta1", name, "metal3datatemplates", {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3DataTemplate",
+        "metadata": {"name": "template", "finalizers": ["metal3datatemplate.infrastructure.cluster.x-k8s.io"]},
+        "spec": {"clusterName": "c"}})
+    kube_cluster.delete_namespace(name)
+    core = client.CoreV1Api(kube_cluster.api_client())
+
+    def gone() -> bool:
+        return name not in {ns.metadata.name for ns in core.list_namespace().items}
+
+    assert eventually(gone, timeout=120)
+
+
 def test_make_cluster_starts_a_cluster_people_can_use_and_stops_it(tmp_path):
     import subprocess
     import sys
