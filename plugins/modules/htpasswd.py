@@ -10,7 +10,9 @@ version_added: 0.2.0
 author: metal3.baremetal contributors (!UNKNOWN)
 description:
   - Writes C(user:bcrypt(password)) into an htpasswd file (created mode 0600), unless the file already holds that
-    password for the user. Ironic's C(http_basic) auth and sushy-tools read such files.
+    password for the user at that O(cost). Ironic's C(http_basic) auth and sushy-tools read such files.
+  - They check the password against it on every request, so the bcrypt cost is paid by the server for each
+    request. The default is Apache C(htpasswd -B)'s, which Metal3's ironic-image writes its files with.
 options:
   path:
     description: The htpasswd file.
@@ -24,6 +26,13 @@ options:
     description: The password; never shown.
     type: str
     required: true
+  cost:
+    description:
+      - The bcrypt cost (C(htpasswd -C)), from 4 to 17. Each step doubles the CPU time of every check, on every
+        request to the server that reads the file; 12 takes about a quarter of a second.
+      - An entry of another cost is written again.
+    type: int
+    default: 5
 requirements:
   - bcrypt
 attributes:
@@ -47,26 +56,29 @@ RETURN = r"""
 """
 
 import os
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import bcrypt
-
-    BCRYPT_ERROR = None
-except ImportError:
-    BCRYPT_ERROR = traceback.format_exc()
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.htpasswd import (
+    BCRYPT_ERROR,
+    DEFAULT_COST,
+    digest_for,
+    invalid_cost,
+)
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={"path": {"type": "path", "required": True}, "name": {"type": "str", "required": True},
-                       "password": {"type": "str", "required": True, "no_log": True}},
+                       "password": {"type": "str", "required": True, "no_log": True},
+                       "cost": {"type": "int", "default": DEFAULT_COST}},
         supports_check_mode=True,
     )
     if BCRYPT_ERROR:
         module.fail_json(msg=missing_required_lib("bcrypt"), exception=BCRYPT_ERROR)
+    refusal = invalid_cost(module.params["cost"])
+    if refusal:
+        module.fail_json(msg=refusal)
     path, name = module.params["path"], module.params["name"]
     password = module.params["password"].encode()
     try:
@@ -74,14 +86,14 @@ def main() -> None:
             entries = dict(line.rstrip("\n").split(":", 1) for line in f if ":" in line)
     except FileNotFoundError:
         entries = {}
-    current = entries.get(name)
-    if current and bcrypt.checkpw(password, current.encode()):
+    digest = digest_for(entries.get(name), password, module.params["cost"])
+    if digest is None:
         module.exit_json(changed=False)
     if not module.check_mode:
-        entries[name] = bcrypt.hashpw(password, bcrypt.gensalt(rounds=12)).decode()
+        entries[name] = digest
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="ascii") as f:
-            f.writelines(f"{user}:{digest}\n" for user, digest in entries.items())
+            f.writelines(f"{user}:{entry}\n" for user, entry in entries.items())
     module.exit_json(changed=True)
 
 

@@ -1,0 +1,55 @@
+"""htpasswd entries (core/htpasswd.py): bcrypt at Apache's default cost, since the server checks one on every
+request; an entry kept when it holds the password at the cost asked, written again otherwise."""
+from __future__ import annotations
+
+import bcrypt
+import pytest
+
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.htpasswd import (
+    DEFAULT_COST,
+    cost_of,
+    digest_for,
+    invalid_cost,
+)
+
+AT_5 = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=5)).decode()
+AT_4 = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=4)).decode()
+
+
+def test_the_default_cost_is_apaches_htpasswd_bs():
+    assert DEFAULT_COST == 5
+
+
+@pytest.mark.parametrize(("digest", "cost"), [
+    (AT_5, 5), (AT_4, 4), ("$2y$12$abcdefghijklmnopqrstuu", 12), ("$apr1$salt$hash", None), ("plain", None), ("", None),
+])
+def test_the_cost_of_an_entry(digest, cost):
+    assert cost_of(digest) == cost
+
+
+# the entry the file holds, the password, the cost asked: whether it is written again
+CASES = [
+    ("none yet", None, b"secret", 5, True),
+    ("the password at the cost asked", AT_5, b"secret", 5, False),
+    ("another password", AT_5, b"other", 5, True),
+    ("the password at another cost", AT_4, b"secret", 5, True),
+    ("no bcrypt digest", "$apr1$salt$hash", b"secret", 5, True),
+    ("a broken bcrypt digest", "$2b$05$broken", b"secret", 5, True),
+]
+
+
+@pytest.mark.parametrize(("current", "password", "cost", "written"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_an_entry_is_written_unless_it_holds_the_password_at_the_cost_asked(current, password, cost, written):
+    digest = digest_for(current, password, cost)
+    assert (digest is not None) is written
+    if digest is not None:
+        assert cost_of(digest) == cost and bcrypt.checkpw(password, digest.encode())
+
+
+@pytest.mark.parametrize(("cost", "refused"), [(3, True), (4, False), (5, False), (17, False), (18, True)])
+def test_a_cost_outside_htpasswds_range_is_refused_naming_the_option(cost, refused):
+    why = invalid_cost(cost)
+    assert (why is not None) is refused
+    if why:
+        assert why.startswith("cost: ") and str(cost) in why
+
