@@ -22,7 +22,7 @@ def test_the_default_cost_is_apaches_htpasswd_bs():
 
 @pytest.mark.parametrize(("digest", "cost"), [
     (AT_5, 5), (AT_4, 4), ("$2y$12$abcdefghijklmnopqrstuu", 12), ("$apr1$salt$hash", None), ("plain", None), ("", None),
-])
+], ids=["bcrypt-5", "bcrypt-4", "bcrypt-2y-12", "apr1", "plain", "empty"])
 def test_the_cost_of_an_entry(digest, cost):
     assert cost_of(digest) == cost
 
