@@ -52,4 +52,3 @@ def test_a_cost_outside_htpasswds_range_is_refused_naming_the_option(cost, refus
     assert (why is not None) is refused
     if why:
         assert why.startswith("cost: ") and str(cost) in why
-
