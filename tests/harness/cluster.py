@@ -376,8 +376,8 @@ class KubeCluster:
     def delete_namespace(self, name: str) -> None:
         """Delete the namespace, and let go what finalizers its custom objects still carry. The test's operators
         have stopped, so nothing would ever take them off, and the namespace controller sweeps a namespace stuck
-        Terminating (a list and a delete of every kind) every 15 s for the rest of the session: with a few
-        hundred tests, that was most of what kube-apiserver, etcd and kube-controller-manager did."""
+        Terminating (a list and a delete of every kind) every 15 s for the rest of the session: 20 such
+        namespaces and 1367 sweeps on one worker's cluster 28 minutes into make test."""
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 

@@ -3,9 +3,9 @@
 """An htpasswd file's bcrypt entries, as Apache's ``htpasswd -B`` writes them.
 
 Ironic's http_basic auth and sushy-tools check the password against the entry on every request, so the bcrypt
-cost is what each request costs the server, not only what each guess costs an attacker: at cost 12 one check
-takes about a quarter of a CPU-second, at Apache's default of 5 (which Metal3's ironic-image writes its files
-with) two milliseconds.
+cost is what each request costs the server, not only what each guess costs an attacker: each step of it doubles
+the work, so cost 12 is 128 times Apache's default of 5 (``htpasswd -B``, which Metal3's ironic-image runs for
+its JSON-RPC file).
 """
 from __future__ import annotations
 
@@ -35,6 +35,18 @@ def invalid_cost(cost: int) -> str | None:
     if cost in COSTS:
         return None
     return f"cost: must be from {COSTS.start} to {COSTS.stop - 1} (htpasswd -C's range), got {cost}"
+
+
+MAX_PASSWORD_BYTES = 72  # all bcrypt reads (the bcrypt library refuses longer ones)
+
+
+def invalid_entry(name: str, password: bytes) -> str | None:
+    """Why ``name`` and ``password`` cannot make an entry, naming the option; None when they can."""
+    if not name or any(c in name for c in ":\n\r"):
+        return f"name: must be a non-empty user name without ':' or line breaks, got {name!r}"
+    if len(password) > MAX_PASSWORD_BYTES:
+        return f"password: must be at most {MAX_PASSWORD_BYTES} bytes (all bcrypt reads), got {len(password)}"
+    return None
 
 
 def digest_for(current: str | None, password: bytes, cost: int) -> str | None:

@@ -51,6 +51,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes impo
     release_finalized,
     remove_finalizer,
     set_condition,
+    standing,
 )
 
 if TYPE_CHECKING:
@@ -529,19 +530,13 @@ def _releasable_addresses(store: Store, claim: _Claim, pool_namespace: str) -> l
     name the cache does not hold goes to the API server. Only what the list missed costs a read."""
     owned = _owned_addresses(store, claim, pool_namespace)
     listed = {a["metadata"]["name"] for a in owned}
-    values = {str(cast("IPAddress", a)["spec"]["address"]) for a in owned}
-    names = []
-    status = claim.obj.get("status") or {}
-    named = (status.get("address") or {}).get("name")
-    if named and named not in listed:
-        names.append(named)
+    named = {((claim.obj.get("status") or {}).get("address") or {}).get("name")}
     reserved = _reserved_address(claim)
-    if reserved and reserved not in values and claim.pool is not None:
+    if reserved and reserved not in {cast("IPAddress", a)["spec"]["address"] for a in owned} and claim.pool:
         pool_obj = store.get_if_exists(claim.pool)
-        if pool_obj is not None:
-            with contextlib.suppress(Invalid):
-                names.append(parse_pool(pool_obj).address_name(reserved))
-    for name in dict.fromkeys(n for n in names if n not in listed):
+        with contextlib.suppress(Invalid):  # a pool that cannot be parsed names no address
+            named.add(parse_pool(pool_obj).address_name(reserved) if pool_obj else None)
+    for name in sorted(n for n in named if n and n not in listed):
         address = store.get_if_exists(Ref(IPAM_API, "IPAddress", name, pool_namespace))
         if address is not None and _owned_by(address, claim):
             owned.append(address)
@@ -867,22 +862,24 @@ def _write_claim_status(store: Store, claim: _Claim, address: Object | None, err
                         confirming: bool = False) -> Object:
     """Ready set and ``fields`` applied to the claim's status; whatever else is there (conditions of the
     operator that runs this reconcile, say) is kept. The claim as last read or written is tried first: it is
-    re-read only when that write conflicts. ``confirming``: written even when unchanged (a no-op write, which the
-    API server still checks against the claim's resourceVersion), unless the claim read is being deleted: the
-    claim as it stands, never as a cache last saw it (``_Addresses.confirm``)."""
+    re-read only when that write conflicts. ``confirming``: written even when unchanged, to learn whether the
+    claim still stands (``store/writes.py`` ``standing``; ``_Addresses.confirm``)."""
+    def with_status(obj: Object) -> Object:
+        status = copy.deepcopy(obj.get("status") or {})
+        status["conditions"] = set_condition(status.get("conditions"), "Ready", *_ready(address, error, waiting))
+        fields(status)
+        return {**obj, "status": status}
+
+    if confirming:
+        return standing(store, claim.obj, dry_run, change=with_status, status=True)
     known: list[Object] = [claim.obj]
 
     def write() -> Object:
         obj = known.pop() if known else store.get(claim.ref)
-        if confirming and obj["metadata"].get("deletionTimestamp"):
-            return obj  # a deletion is never undone: any copy that shows it tells the truth
-        status = copy.deepcopy(obj.get("status") or {})
-        status["conditions"] = set_condition(status.get("conditions"), "Ready", *_ready(address, error, waiting))
-        fields(status)
-        if status == obj.get("status") and not confirming:
+        wanted = with_status(obj)
+        if wanted["status"] == obj.get("status"):
             return obj
-        obj["status"] = status
-        return store.update_status(obj, dry_run=dry_run)
+        return store.update_status(wanted, dry_run=dry_run)
 
     return retry_on_conflict(write)
 

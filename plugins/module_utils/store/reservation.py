@@ -152,10 +152,11 @@ class Claimer(Generic[T, C]):
     def confirm(self, taken: T) -> bool:
         """After ``taken`` was taken: whether the claim, as it is now, is not being deleted (NotFound: it went).
         A release marks its claim deleted before it lists what the claim owns, so the claim read (or written,
-        resourceVersion-checked) after the take tells whether that release could have missed ``taken``. A store
-        whose reads may come from a cache (the Ansible Operator's proxy) needs the write: a cached read may not
-        show the deletion yet."""
-        return self.reread()
+        resourceVersion-checked) after the take tells whether that release could have missed ``taken``. It must be
+        a write (``store/writes.py`` ``standing``, or a status write the claimer makes anyway): a read may come
+        from a cache (the Ansible Operator's proxy) that does not show the deletion yet. A claimer that marks
+        nothing is never asked."""
+        raise NotImplementedError
 
     def mark(self, candidate: C) -> None:
         """The claim names ``candidate`` (and carries its finalizer): resourceVersion-checked, Conflict when the

@@ -6,7 +6,7 @@ The store's resourceVersion check makes each write safe; these only retry it (co
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import NotFound
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, now
@@ -27,18 +27,21 @@ def ensure_finalizer(store: Store, ref: Ref, finalizer: str, dry_run: bool = Fal
     return retry_on_conflict(write)
 
 
-def standing(store: Store, obj: Object, dry_run: bool = False) -> Object:
-    """``obj`` as the API server holds it now: written back unchanged, resourceVersion-checked (a no-op write,
-    which moves nothing), read and written again on Conflict; NotFound when it went. A read alone would not do:
-    the Ansible Operator's proxy answers a GET of a watched kind from its informer's cache, which may lag behind
-    a deletion. A copy that shows a deletion is returned as it is: a deletion is never undone."""
+def standing(store: Store, obj: Object, dry_run: bool = False, change: Callable[[Object], Object] | None = None,
+             status: bool = False) -> Object:
+    """``obj`` as the API server holds it now: written back (``change`` applied first, else unchanged: a no-op
+    write, which moves nothing), resourceVersion-checked, read and written again on Conflict; NotFound when it
+    went. ``status``: written through the status subresource. A read alone would not do: the Ansible Operator's
+    proxy answers a GET of a watched kind from its informer's cache, which may lag behind a deletion. A copy that
+    shows a deletion is returned as it is, unwritten: a deletion is never undone."""
     known = [obj]
 
     def touch() -> Object:
         current = known.pop() if known else store.get(Ref.of(obj))
         if current["metadata"].get("deletionTimestamp"):
             return current
-        return store.update(current, dry_run=dry_run)
+        written = change(current) if change else current
+        return (store.update_status if status else store.update)(written, dry_run=dry_run)
 
     return retry_on_conflict(touch)
 

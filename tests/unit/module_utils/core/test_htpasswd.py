@@ -10,6 +10,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.htpasswd imp
     cost_of,
     digest_for,
     invalid_cost,
+    invalid_entry,
 )
 
 AT_5 = bcrypt.hashpw(b"secret", bcrypt.gensalt(rounds=5)).decode()
@@ -52,3 +53,21 @@ def test_a_cost_outside_htpasswds_range_is_refused_naming_the_option(cost, refus
     assert (why is not None) is refused
     if why:
         assert why.startswith("cost: ") and str(cost) in why
+
+
+# a user name, a password: refused naming which (None: taken)
+ENTRIES = [
+    ("a user", "metal3", b"secret", None),
+    ("a password of 72 bytes", "metal3", b"x" * 72, None),
+    ("an empty name", "", b"secret", "name: "),
+    ("a name with a colon", "a:b", b"secret", "name: "),
+    ("a name with a line break", "a\nb:$2b$05$forged", b"secret", "name: "),
+    ("a password of 73 bytes", "metal3", b"x" * 73, "password: "),
+]
+
+
+@pytest.mark.parametrize(("name", "password", "refused"), [e[1:] for e in ENTRIES], ids=[e[0] for e in ENTRIES])
+def test_an_entry_that_would_break_the_file_or_bcrypt_is_refused_naming_the_option(name, password, refused):
+    why = invalid_entry(name, password)
+    assert (why or "").startswith(refused or "") and (why is None) is (refused is None)
+    assert why is None or "secret" not in why
