@@ -31,7 +31,7 @@ LAB = {
     "virtual_lab_bridge": BRIDGE,
     "virtual_lab_servers": [
         {"name": "lab-test-0", "firmware": "bios", "memory_mib": 1024, "vcpus": 1, "disk_gib": 2},
-        {"name": "lab-test-1", "firmware": "uefi", "memory_mib": 1024, "vcpus": 1, "disk_gib": 2},
+        {"name": "lab-test-1", "firmware": "uefi", "memory_mib": 1024, "vcpus": 1, "disk_gib": 2, "disks": 2},
     ],
 }
 # What each firmware writes to the serial console first: SeaBIOS, or OVMF's iPXE (an EFI build).
@@ -176,6 +176,11 @@ def lab_lifecycle(tmp_path: Path) -> None:
 
 def boot_and_use(lab: Lab, tmp_path: Path) -> None:
     assert [s["firmware"] for s in lab.servers] == ["bios", "uefi"]
+    # Each server's disks, the first at <name>.qcow2, on virtio.
+    assert [s["disks"] for s in lab.servers] == [1, 2]
+    assert [virsh("domblklist", s["name"]).stdout.split() for s in lab.servers] == [
+        ["vda", str(BASE / "lab-test-0.qcow2")],
+        ["vda", str(BASE / "lab-test-1.qcow2"), "vdb", str(BASE / "lab-test-1-disk1.qcow2")]]
     for server in lab.servers:
         assert server["redfish_address"] == f"redfish-virtualmedia+http://{HOST}:8000/redfish/v1/Systems/" \
                                             f"{server['uuid']}"
@@ -264,7 +269,7 @@ def assert_nothing_left() -> None:
     for server in LAB["virtual_lab_servers"]:
         assert not Path("/etc/libvirt/qemu", f"{server['name']}.xml").exists()
         assert not (BASE / f"{server['name']}.serial.log").exists()
-        assert not (BASE / f"{server['name']}.qcow2").exists()
+        assert not list(BASE.glob(f"{server['name']}*.qcow2"))
     assert not (BASE / "bmc-password").exists()
     # Nothing of 172.22.0.0/24 in the host's namespace: no route to it through a lab device.
     route = subprocess.run(["ip", "route", "get", HOST], capture_output=True, text=True, check=False).stdout
