@@ -7,9 +7,10 @@
 # Prints the directory that holds them.
 set -euo pipefail
 
-BUILD_REVISION=r9  # bump when the recipe changes, so cached images are rebuilt
-# r9 changed only the agent's ramdisk (and so its ISO): where r8's images are cached, r9's are made from them.
-PREVIOUS_REVISION=r8
+BUILD_REVISION=r10  # bump when the recipe changes, so cached images are rebuilt
+# r10 changed only the cloud image (mdadm, so that it boots from a software RAID): where r9's images are cached,
+# the agent's ramdisk, its ISO and the ESP are kept, and the cloud image is made anew.
+PREVIOUS_REVISION=r9
 IPA_VERSION=13.0.0  # the agent released with Ironic 39 (the ironic role's)
 GLEAN_VERSION=1.25.1  # applies network_data.json from a config-2 ISO: the DHCP-less virtual media path
 SUITE=bookworm
@@ -316,11 +317,12 @@ EOF
   echo 'grub-pc grub-pc/install_devices_empty boolean true' | chroot "$dir" debconf-set-selections
   # The generic kernel: the cloud one has virtio, bonding and 8021q but no AHCI (q35's SATA disks and CD-ROMs)
   # nor e1000e. nftables: a MetalStackFirewall's user data applies its rule set with nft (the lab test reads it
-  # back from inside the guest).
+  # back from inside the guest). mdadm: its initramfs hook assembles the software RAID the agent wrote the image
+  # onto (a host's spec.raid.softwareRAIDVolumes), so that the root filesystem on it is found at boot.
   in_chroot "$dir" apt-get install -y -q --no-install-recommends linux-image-amd64 grub-pc \
     grub-efi-amd64-signed shim-signed cloud-init cloud-guest-utils netplan.io systemd-resolved \
     qemu-guest-agent openssh-server sudo ifenslave vlan iproute2 e2fsprogs \
-    dosfstools less nftables
+    dosfstools less nftables mdadm
   kver="$(basename "$(ls -d "$dir"/lib/modules/*)")"
   for m in bonding 8021q virtio_net virtio_blk ahci; do
     find "$dir/lib/modules/$kver" -name "$m.ko*" | grep -q . ||
@@ -328,6 +330,7 @@ EOF
       { log "kernel $kver has no $m module"; exit 1; }
   done
   [[ -x "$dir/usr/sbin/nft" ]] || { log "the image has no nft"; exit 1; }
+  [[ -s "$dir/usr/share/initramfs-tools/hooks/mdadm" ]] || { log "the image's initramfs has no mdadm hook"; exit 1; }
   # BIOS: GRUB in the BIOS boot partition.
   in_chroot "$dir" grub-install --target=i386-pc "$loop"
   in_chroot "$dir" update-grub
@@ -448,19 +451,12 @@ build_esp() {
 mkdir -p "$work/out"
 start=$SECONDS
 previous="$ROOT/lab-images-${PREVIOUS_REVISION}"
-if [[ -z "${LAB_IMAGES_DIR:-}" && -s "$previous/esp.img" ]] && CACHE="$previous" complete &&
-  zstd -q -t "$previous/ipa.initramfs" 2>/dev/null; then
-  log "from the ${PREVIOUS_REVISION} images: the agent's ramdisk and ISO made anew, the rest as they are"
-  for f in esp.img ipa.kernel debian.qcow2; do
+if [[ -z "${LAB_IMAGES_DIR:-}" && -s "$previous/esp.img" ]] && CACHE="$previous" complete; then
+  log "from the ${PREVIOUS_REVISION} images: the cloud image made anew, the agent's ramdisk, its ISO and the ESP kept"
+  for f in esp.img ipa.kernel ipa.initramfs ipa.iso; do
     ln "$previous/$f" "$work/out/$f" 2>/dev/null || cp "$previous/$f" "$work/out/$f"
   done
-  mkdir -p "$work/ipa" "$work/efi"
-  (cd "$work/ipa" && zstd -dc "$previous/ipa.initramfs" | cpio -idm --quiet)
-  prune_ramdisk "$work/ipa"
-  pack_ramdisk "$work/ipa" "$work/out/ipa.initramfs" zstd -q -T0 -12
-  # The ISO's boot loaders (shim, Debian's CD GRUB), from its EFI image.
-  xorriso -osirrox on -indev "$previous/ipa.iso" -extract /boot/efiboot.img "$work/efiboot.img" 2>/dev/null
-  mcopy -i "$work/efiboot.img" ::/EFI/BOOT/BOOTX64.EFI ::/EFI/BOOT/grubx64.efi ::/EFI/BOOT/mmx64.efi "$work/efi/"
+  build_debian
 else
   build_esp
   mv "$work/esp.img" "$work/out/esp.img"
@@ -468,8 +464,8 @@ else
   log "ramdisk built in $((SECONDS - start))s"
   build_debian
   log "cloud image built in $((SECONDS - start))s"
+  build_iso
 fi
-build_iso
 (cd "$work/out" && sha256sum ipa.kernel ipa.initramfs ipa.iso debian.qcow2 > SHA256SUMS &&
   grep ' debian.qcow2$' SHA256SUMS > debian.qcow2.sha256)
 log "built in $((SECONDS - start))s: $(cd "$work/out" && du -h ipa.initramfs ipa.iso debian.qcow2 | tr '\t\n' ' ')"

@@ -4,6 +4,8 @@ playbooks/lab-demo.yml with the seed's per-failure-domain bond + VLAN templates,
 guest; then deprovisioned (cleaned) and deleted.
 
 The virtual-media server gets no DHCP answer at all: the agent's network is its preprovisioning network data.
+It has two disks, and gets a software RAID-1 over them while it prepares: its image boots from the array, seen
+in the guest's /proc/mdstat.
 
 Then, day 2 on the virtual-media server, provisioned: a BIOS setting applied by servicing under a HostUpdatePolicy
 (the guest not reprovisioned), and a DataImage's ISO seen as a CD inside the guest, and gone once deleted.
@@ -53,8 +55,12 @@ NETNS = "metal3-lab-prov"
 FULL = os.environ.get("METAL3_LAB_FULL") == "1"
 # One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
 VM_WORKERS = 2 if FULL else 0
+# The virtual-media server has two disks: the demo gives it a software RAID-1 over them (Ironic's agent, while
+# it prepares), which its image is written to and boots from. UEFI: the agent installs no BIOS boot loader.
 DEMO_SERVERS = [{"name": "lab-prov-0", "firmware": "bios", "memory_mib": 2048, "vcpus": 1},
-                {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False}]
+                {"name": "lab-prov-1", "firmware": "uefi", "memory_mib": 2048, "vcpus": 1, "dhcp": False,
+                 "disks": 2}]
+RAID_SERVER = DEMO_SERVERS[1]["name"]
 # The metal-stack firewall's server (IPMI and PXE), which the demo leaves alone.
 FIREWALL_SERVER = "lab-prov-2"
 FIREWALL_SERVER_SPEC = {"name": FIREWALL_SERVER, "firmware": "bios", "memory_mib": 2048, "vcpus": 1}
@@ -137,10 +143,12 @@ def ironic_log_size() -> int:
 
 
 def erase_steps_run(since: int) -> list[str]:
-    """The erase steps Ironic's conductor ran (its log from offset ``since``), in order."""
+    """The erase steps Ironic's conductor ran (its log from offset ``since``), in order: automated cleaning's
+    (``{'step': ...``) and manual cleaning's (``{'interface': ..., 'step': ...``)."""
     with IRONIC_LOG.open("rb") as log:
         log.seek(since)
-        return re.findall(r"Executing \{'step': '(erase_devices\w*)'", log.read().decode(errors="replace"))
+        return re.findall(r"Executing \{(?:'interface': '\w+', )?'step': '(erase_devices\w*)'",
+                          log.read().decode(errors="replace"))
 
 
 def bonds(seen: guest.GuestNetwork) -> list[list[str]]:
@@ -194,6 +202,12 @@ def provision_check_and_release(images: Path) -> None:
         assert {nic["mac"] for nic in status["hardware"]["nics"]} >= set(servers[name]["macs"])
         assert any(disk["name"].endswith("vda") for disk in status["hardware"]["storage"])
     assert hosts[DEMO_SERVERS[0]["name"]]["spec"]["bmc"]["address"].startswith("ipmi://")
+    # The RAID as upstream records it once applied; the agent saw both disks.
+    raid_host = hosts[RAID_SERVER]
+    raid = {"hardwareRAIDVolumes": None, "softwareRAIDVolumes": [{"level": "1"}]}
+    assert raid_host["status"]["provisioning"]["raid"] == raid, raid_host["status"]
+    disks = sorted(disk["name"].rsplit("/", 1)[-1] for disk in raid_host["status"]["hardware"]["storage"])
+    assert [name for name in disks if name.startswith("vd")] == ["vda", "vdb"], disks
     # Each booted the agent its PreprovisioningImage served (initrd: the lab's kernel and initramfs; the
     # virtual-media server accepts an ISO first, which the lab serves none of, and Ironic builds its ISO from them).
     agent_images = stored("PreprovisioningImage")
@@ -253,6 +267,8 @@ def provision_check_and_release(images: Path) -> None:
         assert on_vlans(seen, vlan_ids) == addresses, seen.addresses
         assert len(addresses) == 2
         assert seen.default_gateway == GATEWAYS[domain]
+        if host_name == RAID_SERVER:
+            booted_from_raid_1(host_name)
 
     if FULL:
         started = time.monotonic()
@@ -293,10 +309,23 @@ def provision_check_and_release(images: Path) -> None:
     assert stored("HostClaim") == {} and stored("HardwareData") == {}
     if VM_WORKERS:  # without workers the lab's libvirt made no storage directory
         assert sorted(p.name for p in (BASE / "vms").iterdir()) == ["images"]
-    # Automated cleaning in metadata mode, before each server was first available and when it was deprovisioned:
-    # the agent erased its disk's metadata, never the whole disk (Metal3's Ironic's configuration).
+    # Automated cleaning in metadata mode, before each server was first available and when it was deprovisioned,
+    # and the RAID server's manual cleaning between its RAID's removal and creation (upstream's steps): the agent
+    # erased its disks' metadata, never a whole disk (Metal3's Ironic's configuration).
     steps = erase_steps_run(log_start)
-    assert steps == ["erase_devices_metadata"] * 2 * len(servers), steps
+    assert steps == ["erase_devices_metadata"] * (2 * len(servers) + 1), steps
+
+
+def booted_from_raid_1(domain: str) -> None:
+    """The guest's root filesystem is on a partition of a RAID-1 md device mirrored over both its disks, in sync."""
+    root = guest.execute(domain, ["/usr/bin/findmnt", "-n", "-o", "SOURCE", "/"]).out.strip()
+    mdstat = guest.execute(domain, ["/usr/bin/cat", "/proc/mdstat"]).out
+    array = re.fullmatch(r"/dev/(md\d+)p\d+", root)
+    assert array, (root, mdstat)
+    line = re.search(rf"^{array.group(1)} : active raid1 (.*)$", mdstat, re.MULTILINE)
+    assert line, mdstat
+    assert sorted(re.sub(r"\d*\[\d+\]$", "", member) for member in line.group(1).split()) == ["vda", "vdb"], mdstat
+    assert re.search(rf"^{array.group(1)} : .*\n.*\[2/2\] \[UU\]", mdstat, re.MULTILINE), mdstat
 
 
 def day2(namespace: str, **lab_vars: Any) -> None:
