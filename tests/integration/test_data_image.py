@@ -134,5 +134,12 @@ def test_a_data_image_is_attached_at_a_reboot_and_detached_at_the_reboot_after_i
             settled()
             assert inserted() == [] and len(served.requests) == requests
             assert status()["error"]["count"] == 1  # the same refusal, not counted again
+
+            # The host deleted, its node leaves the session's Ironic: a later test on this worker may enroll
+            # another host with node-2's MAC (Ironic refuses a MAC that a node has already).
+            store.delete(ref)
+            last, reached = bmh.wait_for_host(step_host, ("deleted",), 180)
+            assert reached, f"{last.state} {last.error} {last.message}"
+            assert client.get_node(node) is None
     finally:
         served.close()
