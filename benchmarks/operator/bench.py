@@ -27,6 +27,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -164,18 +165,19 @@ def controller_cpu(cluster: KubeCluster) -> float:
     return busy / os.sysconf("SC_CLK_TCK") - others
 
 
-def api_requests(cluster: KubeCluster) -> dict[str, float]:
+def api_request_counts(cluster: KubeCluster) -> dict[tuple[str, str, str, str], float]:
     """kube-apiserver's count of requests so far on the kinds a reconcile of the benchmark touches (the IPAM
-    kinds, Events), by verb."""
+    kinds, Events), by verb, resource, subresource and response code."""
     text = requests.get(f"{cluster.server}/metrics", headers={"Authorization": f"Bearer {cluster.token}"},
                         verify=str(cluster.ca_cert), timeout=10).text
-    counts: dict[str, float] = {}
+    counts: dict[tuple[str, str, str, str], float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
             ours = labels.get("group") == IPAM[0] or (labels.get("group"), labels.get("resource")) == ("", "events")
             if sample.name == "apiserver_request_total" and ours:
-                counts[labels["verb"]] = counts.get(labels["verb"], 0) + sample.value
+                key = (labels["verb"], labels["resource"], labels.get("subresource", ""), labels.get("code", ""))
+                counts[key] = counts.get(key, 0) + sample.value
     return counts
 
 
@@ -192,9 +194,11 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
-def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dict], bool] = _ready) -> dict:
+def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dict], bool] = _ready,
+            idle_claims: int = 11) -> dict:
     """One operator (``kind``, with ``flags``) on a fresh cluster: the idle latencies, the burst, the memory
-    peaks, the CPU time."""
+    peaks, the CPU time, the requests. ``idle_claims``: one at a time before the burst (the first warms the
+    operator up and is not timed)."""
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / "build"))
     cluster = KubeCluster(work / "kube")
     cluster.start()
@@ -206,13 +210,13 @@ def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dic
         operator = kind(cluster, work / "operator", namespace, *flags).start()
         sampler = MemorySampler(operator.process.pid)
         ready = ReadyWatch(custom, namespace, ready_when)
-        api_before, proxy_before, reconciles_before = api_requests(cluster), proxy_counts(operator), \
+        api_before, proxy_before, reconciles_before = api_request_counts(cluster), proxy_counts(operator), \
             operator.reconciles()
         custom.create_namespaced_custom_object(*IPAM, namespace, "ippools", POOL)
 
         # Idle: one claim at a time; the first also warms the operator up (Ansible imported once).
         idle, idle_successful = [], []
-        for i in range(11):
+        for i in range(idle_claims):
             name = f"idle-{i}"
             created = time.monotonic()
             custom.create_namespaced_custom_object(*IPAM, namespace, "ipclaims", claim(name))
@@ -239,41 +243,54 @@ def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dic
         cpu = controller_cpu(cluster) - cpu_before
         # Read before anything else asks the API server; the benchmark's own requests (the pool and each claim
         # created) are not the operator's.
-        api_after, proxy_after, reconciles = api_requests(cluster), proxy_counts(operator), operator.reconciles()
+        api_after, proxy_after, reconciles = api_request_counts(cluster), proxy_counts(operator), \
+            operator.reconciles()
         reconciled = reconciles - reconciles_before
-        ours = 1 + claims + 11
-        api = {verb: api_after.get(verb, 0) - api_before.get(verb, 0) - (ours if verb == "POST" else 0)
-               for verb in api_after}
+        detail = {key: value - api_before.get(key, 0) for key, value in api_after.items()
+                  if value > api_before.get(key, 0)}
+        # The benchmark's own creates (the pool and each claim) are not the operator's.
+        detail[("POST", "ippools", "", "201")] -= 1
+        detail[("POST", "ipclaims", "", "201")] -= claims + idle_claims
+        api: dict[str, float] = {}
+        for (verb, *_), value in detail.items():
+            api[verb] = api.get(verb, 0) + value
         latencies = [ready.ready[n] - created_at[n] for n in names]
         addresses = {a["spec"]["address"] for a in custom.list_namespaced_custom_object(
             *IPAM, namespace, "ipaddresses")["items"]}
-        assert len(addresses) == claims + 11, f"{len(addresses)} distinct addresses"
+        assert len(addresses) == claims + idle_claims, f"{len(addresses)} distinct addresses"
         sampler.stop.set()
         return {"all_ready": all_ready, "latencies": latencies, "idle": idle, "idle_successful": idle_successful,
                 "rss": sampler.peak_rss, "cpu": cpu,
-                "pss": sampler.peak_tree_pss, "reconciles": reconciles, "api": api, "reconciled": reconciled,
+                "pss": sampler.peak_tree_pss, "reconciles": reconciles, "api": api, "api_detail": detail,
+                "reconciled": reconciled,
                 "proxy": {k: proxy_after[k] - proxy_before[k] for k in proxy_after}}
     finally:
         if operator:
             operator.stop()
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--print", action="store_true", help="print the figures, do not write docs/benchmarks.md")
     parser.add_argument("--claims", type=int, default=100)
-    parser.add_argument("--versus-upstream", type=Path, metavar="IPAM_SOURCE",
-                        help="instead: our operator beside upstream's ip-address-manager built from this source "
-                             "checkout (see upstream_ipam.py), for each --sizes")
-    parser.add_argument("--upstream-revision", default="",
-                        help="what the checkout is (e.g. its commit), for the report; its build's name otherwise")
+    parser.add_argument("--versus-upstream", action="store_true",
+                        help="instead: our operator beside upstream's ip-address-manager built from its snapshot "
+                             "(benchmarks/upstream/sources.py), for each --sizes")
+    parser.add_argument("--snapshots", type=Path,
+                        help="where `fetch` put Metal3's repositories (else $METAL3_UPSTREAM_SNAPSHOTS)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--workers", type=int, nargs="+", metavar="N",
                         help="instead: the burst of --claims with each number of workers per kind")
     args = parser.parse_args()
     if args.versus_upstream:
-        versus_upstream(args.versus_upstream.resolve(), args.upstream_revision, args.sizes, args.print)
+        from benchmarks.upstream.sources import SourceError, snapshots_dir
+
+        try:
+            versus_upstream(snapshots_dir(args.snapshots), args.sizes, args.print)
+        except SourceError as e:
+            raise SystemExit(f"error: {e}") from None
         return
     if args.workers:
         workers_per_kind(args.claims, args.workers, args.print)
@@ -358,12 +375,14 @@ def workers_per_kind(claims: int, counts: list[int], print_only: bool) -> None:
         write_section("operator-workers", lines)
 
 
-def versus_upstream(source: Path, revision: str, sizes: list[int], print_only: bool) -> None:
+def versus_upstream(snapshots: Path, sizes: list[int], print_only: bool) -> None:
     """Issue 20's table: our operator and upstream's controller (at its client's default rate limit, and with
     none), one after the other on a fresh harness cluster each, for each size."""
     from benchmarks.operator.upstream_ipam import UNTHROTTLED, upstream_kind
+    from benchmarks.upstream.sources import IPAM, revisions
 
-    upstream = upstream_kind(source)
+    upstream = upstream_kind(snapshots)
+    commit = revisions("ip-address-manager", snapshots)[IPAM]
     kinds = {"metal3_operator": (Operator, [], _addressed),
              "ip-address-manager (20 qps, burst 30)": (upstream, [], _addressed),
              "ip-address-manager (unthrottled)": (upstream, UNTHROTTLED, _addressed)}
@@ -371,10 +390,9 @@ def versus_upstream(source: Path, revision: str, sizes: list[int], print_only: b
         "## Operator beside upstream's ip-address-manager",
         "",
         f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/operator/bench.py --versus-upstream "
-        f"<ip-address-manager checkout>{f' --upstream-revision {revision!r}' if revision else ''} "
-        f"--sizes {' '.join(map(str, sizes))}`.",
-        f"Upstream's controller is built from a checkout of its source ({revision or upstream.binary.parent.name};",
-        "the Go module proxy served no version of it here on 2026-11-26) and runs with its defaults, then with",
+        f"--snapshots <dir> --sizes {' '.join(map(str, sizes))}`.",
+        f"Upstream's controller is built from its source (commit {commit[:7]} of {IPAM}, the snapshot `fetch`",
+        "brings: benchmarks/upstream/sources.py) and runs with its defaults, then with",
         "its client's rate limit (20 qps, burst 30) lifted. Each run has a fresh kube-apiserver and etcd of the",
         "test harness, on this machine.",
         "Addressed: the claim's `status.address`, seen on a watch, for both (upstream writes no condition on an",

@@ -1,36 +1,18 @@
-"""Upstream's ip-address-manager, built from its Go source once per machine and run like our operators, for the
-side-by-side benchmark (bench.py --versus-upstream).
-
-The Go module proxy serves no version of github.com/metal3-io/ip-address-manager here (403 on 2026-11-26), so
-the source is a checkout given with --versus-upstream (for instance the snapshot `fetch github:metal3-io/...`
-brings, exported with `git archive`); its dependencies come from the module proxy. The binary is cached under
-~/.cache/metal3-baremetal by the hash of the source's go.sum and main.go, like the kube binaries.
+"""Upstream's ip-address-manager, built from its Go source once per machine (benchmarks/upstream/sources.py) and
+run like our operators, for the side-by-side benchmark (bench.py --versus-upstream).
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+from benchmarks.upstream.sources import build
 from tests.harness.cluster import free_port
 from tests.harness.operator_process import _OperatorProcess
 
-CACHE = Path.home() / ".cache" / "metal3-baremetal"
 # Upstream's client rate limit (main.go: --kube-api-qps 20, --kube-api-burst 30); "unthrottled" lifts it.
 UNTHROTTLED = ["--kube-api-qps", "100000", "--kube-api-burst", "100000"]
-
-
-def ipam_binary(source: Path) -> Path:
-    """The ip-address-manager built from ``source`` (once per machine and source)."""
-    digest = hashlib.sha256((source / "go.sum").read_bytes() + (source / "main.go").read_bytes()).hexdigest()[:12]
-    binary = CACHE / f"ip-address-manager-{digest}" / "manager"
-    if not binary.exists():
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-o", str(binary.with_suffix(".tmp")), "."], cwd=source, check=True)
-        binary.with_suffix(".tmp").rename(binary)
-    return binary
 
 
 class UpstreamIPAM(_OperatorProcess):
@@ -55,9 +37,6 @@ class UpstreamIPAM(_OperatorProcess):
         return self
 
 
-def upstream_kind(source: Path) -> type[UpstreamIPAM]:
-    """UpstreamIPAM with its binary built from ``source``: what bench.measure starts."""
-    if shutil.which("go") is None:
-        raise SystemExit("building ip-address-manager needs Go")
-    binary = ipam_binary(source)
-    return type("UpstreamIPAM", (UpstreamIPAM,), {"binary": binary})
+def upstream_kind(snapshots: Path) -> type[UpstreamIPAM]:
+    """UpstreamIPAM with its binary built from the snapshots: what bench.measure starts."""
+    return type("UpstreamIPAM", (UpstreamIPAM,), {"binary": build("ip-address-manager", snapshots)})
