@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+import time
 from typing import Any
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for a cluster-scoped object
@@ -18,12 +19,23 @@ def key_of(obj: dict[str, Any]) -> Key:
     return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
 
 
+def at_least(obj: dict[str, Any], version: str) -> bool:
+    """Whether ``obj`` is at ``version`` or later. kube-apiserver's resourceVersions are etcd's revisions, which
+    only grow; one that is not a number is compared for equality alone."""
+    have = obj["metadata"].get("resourceVersion") or ""
+    try:
+        return int(have) >= int(version)
+    except ValueError:
+        return have == version
+
+
 class Cache:
     def __init__(self, api_version: str, kind: str) -> None:
         self.api_version = api_version
         self.kind = kind
         self._objects: dict[Key, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     def __len__(self) -> int:
         with self._lock:
@@ -43,6 +55,22 @@ class Cache:
             return [o for k, o in sorted(self._objects.items(), key=lambda item: item[0])
                     if namespace is None or k[0] == namespace]
 
+    def wait_for(self, key: Key, version: str, timeout: float) -> dict[str, Any] | None:
+        """The object once the cache holds ``version`` of it or a later one; None when it does not within
+        ``timeout`` seconds, or holds the object no more."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                obj = self._objects.get(key)
+                if obj is None:
+                    return None
+                if at_least(obj, version):
+                    return obj
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+
     def put(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store an object's new version; the version it replaces, if any."""
         obj.setdefault("apiVersion", self.api_version)
@@ -50,10 +78,12 @@ class Cache:
         with self._lock:
             old = self._objects.get(key_of(obj))
             self._objects[key_of(obj)] = obj
+            self._changed.notify_all()
             return old
 
     def remove(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
+            self._changed.notify_all()
             return self._objects.pop(key, None)
 
     # Below the method ``list``, annotations must name the builtin as builtins.list.
@@ -70,4 +100,5 @@ class Cache:
                 del self._objects[k]
             replaced = {k: self._objects.get(k) for k in listed}
             self._objects.update(listed)
+            self._changed.notify_all()
         return gone, replaced

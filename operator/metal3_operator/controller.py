@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes import client
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
-from metal3_operator.cache import Cache, Key
+from metal3_operator.cache import Cache, Key, at_least
 from metal3_operator.informer import Informer
 from metal3_operator.metrics import Metrics
 from metal3_operator.ratelimit import Clock
@@ -22,17 +23,25 @@ from metal3_operator.reconciler import Reconciler, RoleRunner
 from metal3_operator.waiters import Waiters
 from metal3_operator.watches import Watch
 from metal3_operator.workqueue import WorkQueue
-from metal3_operator.writes import EventRecorder, ObjectWriter
+from metal3_operator.writes import EventRecorder, ObjectWriter, ref_of
 
 log = logging.getLogger("metal3_operator.controller")
 COMPONENT = "metal3-baremetal-operator"
+# How long a reconcile waits, after its run, for the watch to bring what the role wrote (milliseconds, unless the
+# API server is very busy); past it the object is read from the API server.
+SETTLE_TIMEOUT = 2.0
+# (apiVersion, plural, namespace or None, name) -> what the roles wrote last of the object that the cache may not
+# hold yet (the proxy's Proxy.newest): (False, None) when nothing.
+Newest = Callable[[str, str, "str | None", str], "tuple[bool, str | None]"]
 
 
 class Controller:
     def __init__(self, w: Watch, api: client.ApiClient, store: Store, runner: RoleRunner, metrics: Metrics,
                  workers: int, reconcile_period: float, namespaces: list[str], verbosity: int = 0,
-                 clock: Clock | None = None, waiters: Waiters | None = None) -> None:
+                 clock: Clock | None = None, waiters: Waiters | None = None, running_after: float = 0.0,
+                 newest: Newest | None = None) -> None:
         self.watch = w
+        self.newest = newest
         self.runner = runner
         self.workers = max(1, workers)
         self.namespaces = namespaces or [""]
@@ -45,7 +54,8 @@ class Controller:
         self.waiters = waiters
         self.reconciler = Reconciler(w, self.cache, runner, self.queue, ObjectWriter(store),
                                      EventRecorder(store, COMPONENT), metrics, reconcile_period, verbosity,
-                                     self.cancelling.is_set, waiters)
+                                     self.cancelling.is_set, waiters, running_after,
+                                     self._settled if newest else None)
         self.synced = self.informer.synced
         self.threads: list[threading.Thread] = []
         metrics.track_queue(w.name, self.queue)
@@ -101,6 +111,20 @@ class Controller:
         """Whether this controller's informer sees the changes of ``kind`` objects in ``namespace``."""
         return (group, kind) == (self.watch.group, self.watch.kind) and \
             (self.namespaces == [""] or namespace in self.namespaces)
+
+    def _settled(self, key: Key, held: dict[str, Any]) -> dict[str, Any] | Ref:
+        """The object as a role's run left it: the cache's copy, once it holds what the run wrote of it through
+        the proxy, or ``held`` (what the operator wrote last) when that is newer; a Ref (read it) when the object
+        went or the watch is late."""
+        assert self.newest is not None  # noqa: S101 - given whenever this is
+        known, version = self.newest(self.watch.api_version, self.informer.plural, key[0] or None, key[1])
+        if not known:
+            cached = self.cache.get(*key)
+            if cached is None:
+                return ref_of(held)
+            return held if at_least(held, cached["metadata"].get("resourceVersion") or "") else cached
+        cached = self.cache.wait_for(key, version, SETTLE_TIMEOUT) if version else None
+        return cached if cached is not None else ref_of(held)
 
     # -- work -------------------------------------------------------------------------------------------------
 

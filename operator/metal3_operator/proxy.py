@@ -182,6 +182,13 @@ class Proxy:
         meta = obj.get("metadata") or {}
         self._remember((api_version, plural, meta.get("namespace"), meta.get("name", "")), _version(obj))
 
+    def newest(self, api_version: str, plural: str, namespace: str | None, name: str) -> tuple[bool, str | None]:
+        """What went through here last of an object that the cache had not caught up with when it did: (True,
+        its version; None when the object went), or (False, None) when there is none."""
+        key = (api_version, plural, namespace, name)
+        with self._lock:
+            return (key in self._versions), self._versions.get(key)
+
     def _remember(self, key: tuple[str, str, str | None, str], version: str | None) -> None:
         with self._lock:
             self._versions[key] = version

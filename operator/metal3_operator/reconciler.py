@@ -4,6 +4,12 @@ the finalizer, the status conditions, a failure's Event, and when to look at the
 Reading only the cache, writing only through an ``ObjectWriter`` and running roles only through a ``RoleRunner``,
 it runs as well on an in-memory cache, a local store and a fake runner as on a cluster.
 
+Status writes around a run, fewer than the Ansible Operator's two (issue 34): the Running condition is written
+once a run has lasted ``running_after`` seconds (at once when 0, as the Ansible Operator does), so a run that ends
+sooner goes straight to its result; and the result is written onto the object as the role left it, which
+``settled`` gives from the cache once the watch has caught up with the role's last write (the object is read
+from the API server only when it cannot say).
+
 When to look again, as controller-runtime decides from a reconcile's result:
 - the run failed: after the rate limiter's wait (per object 5 ms doubling to 1000 s; 10 qps over all objects);
 - the role asked ``requeue_after`` of a period: after that period;
@@ -17,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from typing import Any, Callable, Protocol, TypeVar
 
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
 from metal3_operator import status
 from metal3_operator.cache import Cache, Key
 from metal3_operator.metrics import Metrics
@@ -35,6 +43,9 @@ RECONCILE_PERIOD_ANNOTATION = "ansible.sdk.operatorframework.io/reconcile-period
 MAX_ARTIFACTS_ANNOTATION = "ansible.sdk.operatorframework.io/max-runner-artifacts"
 VERBOSITY_ANNOTATION = "ansible.sdk.operatorframework.io/verbosity"
 T = TypeVar("T")
+# (key, the object as the operator last held it) -> the object as the role's run left it, as the cache holds it;
+# a Ref when that cannot be told (the object is then read from the API server).
+Settled = Callable[[Key, dict[str, Any]], "dict[str, Any] | Ref"]
 
 
 class RoleRunner(Protocol):
@@ -55,8 +66,11 @@ class RoleRunner(Protocol):
 class Reconciler:
     def __init__(self, w: Watch, cache: Cache, runner: RoleRunner, queue: WorkQueue, writer: ObjectWriter,
                  events: EventRecorder, metrics: Metrics, reconcile_period: float, verbosity: int = 0,
-                 cancelled: Callable[[], bool] = lambda: False, waiters: Waiters | None = None) -> None:
+                 cancelled: Callable[[], bool] = lambda: False, waiters: Waiters | None = None,
+                 running_after: float = 0.0, settled: Settled | None = None) -> None:
         self.watch = w
+        self.running_after = running_after
+        self.settled = settled
         self.waiters = waiters
         self.cache = cache
         self.runner = runner
@@ -92,18 +106,23 @@ class Reconciler:
             obj = self.writer.add_finalizer(obj, finalizer)
             if obj is None:
                 return  # gone meanwhile: its deletion event brings it back
-        if self.watch.manage_status:
-            obj = self.writer.write_conditions(obj, status.running()) or obj
+        running = RunningMark(self.writer, obj, self.running_after) if self.watch.manage_status else None
+        obj = (running.written if running else None) or obj  # written already when it is not put off
         started = time.monotonic()
         annotations = meta.get("annotations") or {}
-        result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting), finalizer=deleting,
-                                 cancel=self.cancelled, verbosity=verbosity(annotations, self.verbosity),
-                                 max_artifacts=max_artifacts(annotations))
+        try:
+            result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting),
+                                     finalizer=deleting, cancel=self.cancelled,
+                                     verbosity=verbosity(annotations, self.verbosity),
+                                     max_artifacts=max_artifacts(annotations))
+        finally:
+            running_written = running.end() if running else None
         elapsed = time.monotonic() - started
         if self.watch.manage_status:
-            # Read afresh: the role may well have written the object since.
-            obj = self.writer.write_conditions(ref_of(obj), status.done(result.ok, result.stats, result.message())) \
-                or obj
+            # The role may well have written the object since: onto the version it left.
+            held = running_written or obj
+            after = self.settled(key, held) if self.settled else ref_of(held)
+            obj = self.writer.write_conditions(after, status.done(result.ok, result.stats, result.message())) or obj
         if not result.ok:
             self.metrics.reconciled(self.watch, "error", elapsed)
             log.warning("%s %s/%s: reconcile failed: %s", self.watch.kind, *key, result.message())
@@ -155,6 +174,41 @@ class Reconciler:
         log.error("%s %s/%s: reconcile error: %s", self.watch.kind, *key, error, exc_info=error)
         self.metrics.reconciled(self.watch, "error", 0.0)
         self.queue.add_rate_limited(key)
+
+
+class RunningMark:
+    """The Running condition of a run, written ``after`` seconds into it (at once when 0) unless the run has ended
+    by then; ``end()`` says the run has, waits for a write under way, and gives the object as written (None when
+    nothing was)."""
+
+    def __init__(self, writer: ObjectWriter, obj: dict[str, Any], after: float) -> None:
+        self._writer, self._obj = writer, obj
+        self._lock = threading.Lock()
+        self._ended = False
+        self.written: dict[str, Any] | None = None
+        self._timer: threading.Timer | None = None
+        if after <= 0:
+            self._write()
+        else:
+            self._timer = threading.Timer(after, self._write)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _write(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            try:
+                self.written = self._writer.write_conditions(self._obj, status.running())
+            except Exception as e:  # noqa: BLE001 - a mark in a timer's thread: the result's write says the rest
+                log.warning("Running condition not written: %s", e)
+
+    def end(self) -> dict[str, Any] | None:
+        if self._timer:
+            self._timer.cancel()
+        with self._lock:
+            self._ended = True
+            return self.written
 
 
 def annotated(annotations: dict[str, str], name: str, parse: Callable[[str, str], T], default: T) -> T:

@@ -6,7 +6,7 @@ import threading
 
 from kubernetes import client
 
-from metal3_operator.cache import Cache
+from metal3_operator.cache import Cache, at_least
 from metal3_operator.informer import Informer
 from metal3_operator.watches import Watch
 
@@ -55,3 +55,23 @@ def test_a_relist_wakes_what_changed_in_a_way_that_wants_a_reconcile():
     informer.relist("ns")
     assert sorted(woken) == [("ns", "deleted"), ("ns", "deleting"), ("ns", "edited"), ("ns", "new")]
     assert synced == [True]  # once
+
+
+def versioned(name: str, version: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
+
+
+def test_waiting_for_a_version_returns_it_or_a_later_one_once_the_cache_holds_it():
+    cache = Cache(WATCH.api_version, WATCH.kind)
+    cache.put(versioned("a", "9"))
+    assert cache.wait_for(("ns", "a"), "9", 0)["metadata"]["resourceVersion"] == "9"
+    assert cache.wait_for(("ns", "a"), "10", 0) is None  # "9" < "10": as numbers, not as text
+    later = threading.Timer(0.05, cache.put, [versioned("a", "11")])
+    later.start()
+    assert cache.wait_for(("ns", "a"), "10", 5)["metadata"]["resourceVersion"] == "11"
+    assert cache.wait_for(("ns", "gone"), "1", 0) is None
+
+
+def test_at_least_compares_revisions_as_numbers_and_anything_else_for_equality():
+    assert at_least(versioned("a", "10"), "9") and not at_least(versioned("a", "9"), "10")
+    assert at_least(versioned("a", "x"), "x") and not at_least(versioned("a", "x"), "y")

@@ -99,6 +99,37 @@ def test_once_synced_the_runs_of_objects_deleted_meanwhile_are_cleared(tmp_path)
     assert controller.queue.get() == ("ns", "deleted-while-no-operator-ran") and len(controller.queue) == 0
 
 
+def settling_controller(tmp_path: Path, newest: tuple[bool, str | None]) -> Controller:
+    watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="r")
+    controller = Controller(watch, client.ApiClient(), LocalStore(str(tmp_path / "store.db")), FakeRunner(),
+                            Metrics(), 1, 0, ["ns"], newest=lambda *key: newest)
+    controller.informer.plural = "ipclaims"
+    return controller
+
+
+def at(version: str) -> dict:
+    return {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPClaim",
+            "metadata": {"name": "claim", "namespace": "ns", "resourceVersion": version}}
+
+
+@pytest.mark.parametrize("newest, cached, held, expected", [
+    ((False, None), "7", "5", "7"),  # the role wrote nothing through the proxy that the cache lacks
+    ((False, None), "5", "7", "7"),  # the operator's own Running write is newer than the cache
+    ((False, None), None, "5", "read"),  # gone from the cache
+    ((True, "7"), "7", "5", "7"),  # the watch brought the role's last write
+    ((True, "8"), "7", "5", "read"),  # the watch is late (past the wait): read it
+    ((True, None), "7", "5", "read"),  # the role saw it go
+], ids=["nothing-pending", "operator-newer", "uncached", "caught-up", "late", "deleted"])
+def test_after_a_run_the_object_comes_from_the_cache_once_it_holds_the_roles_last_write(
+        tmp_path, monkeypatch, newest, cached, held, expected):
+    monkeypatch.setattr("metal3_operator.controller.SETTLE_TIMEOUT", 0.01)
+    controller = settling_controller(tmp_path, newest)
+    if cached:
+        controller.cache.put(at(cached))
+    settled = controller._settled(("ns", "claim"), at(held))
+    assert (settled["metadata"]["resourceVersion"] if isinstance(settled, dict) else "read") == expected
+
+
 @pytest.mark.kubernetes
 def test_a_watch_from_a_version_long_gone_asks_for_a_relist(kube_cluster, kube_namespace, custom, tmp_path):
     create_pool(custom, kube_namespace)

@@ -191,13 +191,17 @@ def test_a_cached_copy_older_than_a_write_through_the_proxy_is_not_served(
     created = through.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims",
                                                       ipclaim("c1", kube_namespace))
     cache.put(created)  # the watch delivered the creation
+    key = (API_VERSION, "ipclaims", kube_namespace, "c1")
+    assert proxy.newest(*key) == (True, created["metadata"]["resourceVersion"])
     updated = through.patch_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1",
                                                      {"metadata": {"labels": {"a": "b"}}})
+    assert proxy.newest(*key) == (True, updated["metadata"]["resourceVersion"])  # what the operator waits for
     # The cache still holds the creation: the read goes to the API server, and sees the role's own write.
     assert through.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1")["metadata"]["labels"] == \
         {"a": "b"}
     cache.put(updated)  # the watch caught up
     through.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1")
+    assert proxy.newest(*key) == (False, None)  # nothing the cache lacks
     assert proxy.counts() == {("create", CLAIMS, "api"): 1, ("patch", CLAIMS, "api"): 1,
                               ("get", CLAIMS, "api"): 1, ("get", CLAIMS, "cache"): 1}
 

@@ -3,6 +3,7 @@ finalizer, the status conditions the Ansible Operator writes, the failure Event,
 (requeue_after, the reconcile period, the rate limiter), and deletion. No cluster, no Ansible; exact time."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
 from metal3_operator.cache import Cache
 from metal3_operator.metrics import Metrics
-from metal3_operator.reconciler import RECONCILE_PERIOD_ANNOTATION, Reconciler
+from metal3_operator.reconciler import RECONCILE_PERIOD_ANNOTATION, Reconciler, Settled
 from metal3_operator.runner import Result
 from metal3_operator.waiters import Waiters
 from metal3_operator.watches import Finalizer, Watch
@@ -29,18 +30,37 @@ REF = Ref("ipam.metal3.io/v1alpha1", "IPClaim", "claim", "ns")
 OK = Result(True, stats={"ok": 2, "changed": 1})
 
 
+class CountingStore(LocalStore):
+    """The local store, counting its reads of one object and its status writes."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.reads = 0
+        self.status_writes = 0
+
+    def get(self, ref: Ref) -> Any:
+        self.reads += 1
+        return super().get(ref)
+
+    def update_status(self, obj: Any, dry_run: bool = False) -> Any:
+        self.status_writes += 1
+        return super().update_status(obj, dry_run=dry_run)
+
+
 class World:
     """A reconciler over a local store, with the informer's part played by ``sync``."""
 
-    def __init__(self, tmp_path, *results: Result, watch: Watch = WATCH, waiters: Waiters | None = None) -> None:
-        self.store = LocalStore(str(tmp_path / "store.db"))
+    def __init__(self, tmp_path, *results: Result, watch: Watch = WATCH, waiters: Waiters | None = None,
+                 running_after: float = 0.0, settled: Settled | None = None) -> None:
+        self.store = CountingStore(str(tmp_path / "store.db"))
         self.clock = FakeClock(START)
         self.queue = WorkQueue(clock=self.clock)
         self.cache = Cache(watch.api_version, watch.kind)
         self.runner = FakeRunner(*results)
         self.events = EventRecorder(self.store, "test")
         self.reconciler = Reconciler(watch, self.cache, self.runner, self.queue, ObjectWriter(self.store),
-                                     self.events, Metrics(), 3600.0, waiters=waiters)
+                                     self.events, Metrics(), 3600.0, waiters=waiters, running_after=running_after,
+                                     settled=settled)
 
     def create(self, **metadata: Any) -> None:
         self.store.create({"apiVersion": REF.api_version, "kind": REF.kind,
@@ -90,6 +110,55 @@ def test_a_new_object_gets_the_finalizer_and_the_ansible_operators_conditions(tm
     assert conditions["Running"]["ansibleResult"]["changed"] == 1
     assert world.failure_events() == []
     assert world.next_due() == 600.0  # the watch's reconcile period
+
+
+def test_a_run_that_ends_before_running_after_goes_straight_to_its_result_in_one_status_write(tmp_path):
+    world = World(tmp_path, OK, running_after=60.0)
+    world.create()
+    world.reconcile()
+    (run,) = world.runner.runs
+    assert "status" not in run["obj"]  # no Running condition before the run
+    assert world.store.status_writes == 1
+    conditions = world.conditions()
+    assert conditions["Successful"]["status"] == "True" and conditions["Running"]["reason"] == "Successful"
+
+
+def test_a_run_that_lasts_past_running_after_shows_running_while_it_runs(tmp_path):
+    seen: list[dict[str, Any]] = []
+
+    class SlowRunner(FakeRunner):
+        def run(self, watch, obj, variables, **kwargs):  # noqa: ANN001, ANN003, ANN201 - FakeRunner's
+            for _ in range(500):  # until the mark is written (a timer's thread), at most 5 s
+                conditions = {c["type"]: c for c in (world.store.get(REF).get("status") or {}).get("conditions", [])}
+                if "Running" in conditions:
+                    seen.append(conditions["Running"])
+                    break
+                time.sleep(0.01)
+            return super().run(watch, obj, variables, **kwargs)
+
+    world = World(tmp_path, running_after=0.05)
+    world.runner = world.reconciler.runner = SlowRunner(OK)
+    world.create()
+    world.reconcile()
+    assert [c["message"] for c in seen] == ["Running reconciliation"]
+    assert world.conditions()["Running"]["message"] == "Awaiting next reconciliation"
+    assert world.store.status_writes == 2
+
+
+def test_the_result_is_written_onto_the_object_settled_gives_without_reading_it(tmp_path):
+    asked: list[tuple[Any, Any]] = []
+
+    def settled(key, held):  # noqa: ANN001, ANN202 - Settled
+        asked.append((key, held["metadata"]["resourceVersion"]))
+        return LocalStore.get(world.store, REF)  # what the cache would hold once caught up (a read not counted)
+
+    world = World(tmp_path, OK, running_after=60.0, settled=settled)
+    world.create()
+    reads = world.store.reads
+    world.reconciler.reconcile(KEY)
+    assert [key for key, _ in asked] == [KEY]
+    assert world.store.reads == reads  # the result's write read nothing
+    assert world.conditions()["Successful"]["status"] == "True"
 
 
 def test_a_finalizer_is_added_even_when_the_cached_copy_is_stale(tmp_path):
