@@ -32,6 +32,7 @@ from metal3_operator import conversion_webhook  # noqa: E402
 from metal3_operator.cache import Cache  # noqa: E402
 from metal3_operator.controller import Controller  # noqa: E402
 from metal3_operator.leader import LeaderElector  # noqa: E402
+from metal3_operator.lists import DEFAULT_LIST_CACHE, ListCaches, parse_kinds  # noqa: E402
 from metal3_operator.metrics import Metrics, metrics_route, probe, serve  # noqa: E402
 from metal3_operator.prefork import UntestedAnsibleCore, check_ansible_core  # noqa: E402
 from metal3_operator.proxy import Proxy  # noqa: E402
@@ -90,6 +91,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # proxy: the roles reach the API through the operator, which answers their reads of watched kinds from its cache
     p.add_argument("--proxy", action=argparse.BooleanOptionalAction, default=True,
                    help="the roles reach the API through a proxy that reads watched objects from the operator's cache")
+    p.add_argument("--list-cache", default=DEFAULT_LIST_CACHE, metavar="GROUP/VERSION/KIND,...",
+                   help="kinds the proxy answers the roles' lists of from a watch cache, besides the watched kinds "
+                        "('' for none)")
     p.add_argument("--proxy-port", type=int, default=0,
                    help="the proxy's loopback port; 0 (the default) picks a free one (the Ansible Operator's is 8888)")
     return p.parse_args(argv)
@@ -143,8 +147,10 @@ class Manager:
         # finalizer and a Failure condition on an object whose spec the domain's admission rules refuse.
         self.store = KubernetesStore(kubeconfig=args.kubeconfig)
         # proxy: started with the controllers; the roles are given a kubeconfig naming it.
-        self.proxy = Proxy(self.api, self._cached, port=args.proxy_port, registry=self.metrics.registry) \
-            if args.proxy else None
+        self.lists = ListCaches()
+        self.list_cache = parse_kinds(args.list_cache) if args.proxy else []
+        self.proxy = Proxy(self.api, self._cached, port=args.proxy_port, registry=self.metrics.registry,
+                           lister=self.lists) if args.proxy else None
         self._caches: dict[tuple[str, str], Cache] = {}
         if self.proxy:
             envvars["K8S_AUTH_KUBECONFIG"] = str(self.proxy.write_kubeconfig(Path(args.runner_dir) / "kubeconfig"))
@@ -162,6 +168,7 @@ class Manager:
         self.metrics.leader.labels(name=self.args.leader_election_id).set(1)
         for c in self.controllers:
             c.start()
+        self.lists.start()
         self.started.set()
 
     def _lose(self) -> None:
@@ -204,6 +211,11 @@ class Manager:
             c.resolve()
         # proxy: each watched kind's cache, by the apiVersion and resource a role's request names
         self._caches = {(c.watch.api_version, c.informer.plural): c.cache for c in self.controllers}
+        for c in self.controllers:
+            self.lists.add(c.informer, c.cache)
+        namespaces = self.controllers[0].namespaces if self.controllers else [""]
+        for w in self.list_cache:
+            self.lists.follow(w, self.api, namespaces)
         if self.proxy:
             self.proxy.start()
         servers = self.serve()
@@ -242,6 +254,7 @@ class Manager:
         log.info("shutting down: waiting up to %.0fs for reconciles under way", timeout)
         for c in self.controllers:
             c.stop()
+        self.lists.stop()
         deadline = time.monotonic() + timeout
         if not all(c.join(deadline) for c in self.controllers):
             for c in self.controllers:

@@ -6,6 +6,12 @@ a GET of an object of a kind it watches is answered from its informer cache (``X
 request - writes, lists, watches, discovery, kinds it does not watch, objects not (yet) cached - goes to the API
 server, whose answer (404 and 409 included) the role gets unchanged.
 
+Lists too, as the Ansible Operator's proxy answers them from its informers: a list of a kind whose objects a watch
+cache holds (``lister``: a watched kind, or one the operator caches for the roles' lists, such as IPAddress) with at
+most a label selector of equalities is answered from the cache, so that a role's list of a pool's addresses costs
+the API server nothing and does not grow with the pool (issue 34). Anything else (another selector, a field
+selector, paging, a namespace the cache does not watch) goes to the API server.
+
 One difference: the Ansible Operator serves whatever its cache holds, even right after a role wrote a newer
 version through it, so the role's next read-modify-write fails with a conflict until the watch catches up. Here
 the proxy remembers the resourceVersion of each object it last saw written or read through the API, and serves
@@ -31,6 +37,7 @@ import urllib3
 import yaml
 from kubernetes import client
 
+from metal3_operator.cache import at_least
 from metal3_operator.serving import BoundedHandler, BoundedServer, Limits, MiB
 
 log = logging.getLogger("metal3_operator.proxy")
@@ -38,6 +45,9 @@ log = logging.getLogger("metal3_operator.proxy")
 # (api_version, plural, namespace or None for cluster-scoped kinds, name) -> the cached object, or None when the
 # cache does not hold it (the request then goes to the API server).
 Lookup = Callable[[str, str, str | None, str], dict[str, Any] | None]
+# (api_version, plural, namespace or None for every namespace) -> the kind and the cached objects, or None when no
+# synced cache holds all of them (the list then goes to the API server).
+Lister = Callable[[str, str, str | None], "tuple[str, list[dict[str, Any]]] | None"]
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
               "transfer-encoding", "upgrade", "host", "authorization", "content-length"}
 # Reads wait at most this long; a watch waits as long as its client does (it asks for timeoutSeconds itself).
@@ -108,6 +118,18 @@ def parse(method: str, target: str) -> Request:
     return Request(verb, api_version, plural, namespace, name, subresource, url.path)
 
 
+def equalities(selector: str) -> dict[str, str] | None:
+    """A label selector of equalities only (``a=b,c==d``) as a dict; None for any other (``!=``, ``in``, ``!a``,
+    ``a``), which the API server answers."""
+    wanted: dict[str, str] = {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!" in term or "(" in term or "=" not in term:
+            return None
+        key, _, value = term.replace("==", "=", 1).partition("=")
+        wanted[key.strip()] = value.strip()
+    return wanted
+
+
 def _version(obj: Any) -> str | None:
     return ((obj.get("metadata") or {}).get("resourceVersion") or None) if isinstance(obj, dict) else None
 
@@ -116,10 +138,11 @@ class Proxy:
     """``Proxy(api, lookup).start()``; ``url``, ``write_kubeconfig(path)``, ``counts()``, ``shutdown()``."""
 
     def __init__(self, api: client.ApiClient, lookup: Lookup | None = None, host: str = "127.0.0.1", port: int = 0,
-                 registry: Any = None, limits: Limits | None = None) -> None:
+                 registry: Any = None, limits: Limits | None = None, lister: Lister | None = None) -> None:
         self.api = api
         self.upstream = api.configuration.host.rstrip("/")
         self.lookup = lookup
+        self.lister = lister
         self._pool = api.rest_client.pool_manager
         self._tally: Tally[tuple[str, str, str]] = Tally()
         self._versions: OrderedDict[tuple[str, str, str | None, str], str | None] = OrderedDict()
@@ -208,6 +231,41 @@ class Proxy:
             self._versions.pop(request.key, None)  # caught up (or gone from the cache too): nothing to wait for
         return obj
 
+    def cached_list(self, request: Request, query: str) -> dict[str, Any] | None:
+        """The answer to ``request``, a list, from the watch caches, as kube-apiserver words it (with no
+        resourceVersion: nothing can watch from it); None when the API server must answer."""
+        if self.lister is None or request.verb != "list" or request.subresource:
+            return None
+        params = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if set(params) - {"labelSelector"}:
+            return None
+        wanted = equalities(params.get("labelSelector", [""])[0])
+        if wanted is None:
+            return None
+        listed = self.lister(request.api_version, request.plural, request.namespace)
+        if listed is None or not self._caught_up(request, listed[1]):
+            return None
+        kind, objects = listed
+        labelled = [o for o in objects if wanted.items() <= ((o.get("metadata") or {}).get("labels") or {}).items()]
+        return {"apiVersion": request.api_version, "kind": f"{kind}List", "metadata": {"resourceVersion": ""},
+                "items": labelled}
+
+    def _caught_up(self, request: Request, objects: list[dict[str, Any]]) -> bool:
+        """Whether the cached ``objects`` hold every object of the list's kind and namespace that went through
+        here since (at the version written, or gone when deleted); what they hold is forgotten."""
+        held = {((o["metadata"].get("namespace")), o["metadata"]["name"]): o for o in objects}
+        with self._lock:
+            pending = [key for key in self._versions if key[:2] == (request.api_version, request.plural)
+                       and (request.namespace is None or key[2] == request.namespace)]
+            for key in pending:
+                version, obj = self._versions[key], held.get(key[2:])
+                if (obj is not None and (version is None or not at_least(obj, version))) or \
+                        (obj is None and version is not None):
+                    return False
+            for key in pending:
+                del self._versions[key]
+        return True
+
     def _learn(self, request: Request, status: int, body: bytes) -> None:
         """Remember the version a forwarded request read or wrote (a deletion: that the object is gone)."""
         one_object = request.name or request.verb == "create"  # a create names its object in the answer
@@ -244,7 +302,8 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             request = parse(self.command, self.path)
-            obj = proxy.cached(request, urllib.parse.urlsplit(self.path).query)
+            query = urllib.parse.urlsplit(self.path).query
+            obj = proxy.cached(request, query) or proxy.cached_list(request, query)
             if obj is not None:
                 obj = {"apiVersion": request.api_version, **obj}
                 proxy._count(request, "cache")  # before the answer: whoever got it finds it counted

@@ -88,6 +88,13 @@ class Cache:
     def lookup(self, api_version: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.objects.get((api_version, plural, namespace, name))
 
+    def lister(self, api_version: str, plural: str, namespace: str | None) -> tuple[str, list[dict[str, Any]]] | None:
+        """A synced cache of IPClaims in every namespace (lists.ListCaches)."""
+        if (api_version, plural) != (API_VERSION, "ipclaims"):
+            return None
+        return "IPClaim", [o for k, o in self.objects.items() if k[:2] == (api_version, plural)
+                           and namespace in (None, k[2])]
+
 
 @pytest.fixture
 def cache() -> Cache:
@@ -128,6 +135,56 @@ def test_a_cached_object_is_read_from_the_cache(proxy: Proxy, cache: Cache, thro
     status = through.get_namespaced_custom_object_status(*IPAM, kube_namespace, "ipclaims", "c1")
     assert status["metadata"]["annotations"] == {"from": "cache"}
     assert proxy.counts() == {("get", CLAIMS, "cache"): 1, ("get", f"{CLAIMS}/status", "cache"): 1}
+
+
+@pytest.fixture
+def listing(kube_cluster: KubeCluster, cache: Cache) -> Iterator[tuple[Proxy, client.CustomObjectsApi]]:
+    """A proxy that answers lists from the cache too, and a client of it."""
+    started = Proxy(kube_cluster.api_client(), cache.lookup, lister=cache.lister).start()
+    yield started, client.CustomObjectsApi(client.ApiClient(client.Configuration(host=started.url)))
+    started.shutdown()
+
+
+@pytest.mark.kubernetes
+def test_a_list_with_label_equalities_at_most_is_answered_from_the_cache(
+        listing: tuple[Proxy, client.CustomObjectsApi], cache: Cache, kube_namespace: str) -> None:
+    proxy, through = listing
+    for name, labels in (("c1", {"pool": "a"}), ("c2", {"pool": "b"}), ("c3", {"pool": "a", "x": "y"})):
+        claim = ipclaim(name, kube_namespace)  # in the cache only: an answer with them came from there
+        claim["metadata"]["labels"] = labels
+        cache.put(claim)
+    listed = through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", label_selector="pool=a")
+    assert listed["kind"] == "IPClaimList" and listed["apiVersion"] == API_VERSION
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["c1", "c3"]
+    assert listed["metadata"]["resourceVersion"] == ""  # nothing can watch from a cache's answer
+    everything = through.list_cluster_custom_object(*IPAM, "ipclaims", label_selector="pool==a,x=y")
+    assert [o["metadata"]["name"] for o in everything["items"]] == ["c3"]
+    assert proxy.counts() == {("list", CLAIMS, "cache"): 2}
+
+    # Any other selector, a field selector or paging: the API server answers (it holds none of them).
+    for asked in ({"label_selector": "pool!=a"}, {"label_selector": "pool in (a)"}, {"label_selector": "pool"},
+                  {"field_selector": "metadata.name=c1"}, {"limit": 1}):
+        assert through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", **asked)["items"] == []
+    assert proxy.counts()[("list", CLAIMS, "api")] == 5
+
+
+@pytest.mark.kubernetes
+def test_a_list_waits_for_the_cache_to_hold_what_went_through_the_proxy(
+        listing: tuple[Proxy, client.CustomObjectsApi], cache: Cache, kube_namespace: str) -> None:
+    proxy, through = listing
+    created = through.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims",
+                                                      ipclaim("c1", kube_namespace))
+    # The watch has not brought the creation yet: the API server answers, with it.
+    assert [o["metadata"]["name"] for o in
+            through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims")["items"]] == ["c1"]
+    cache.put(created)  # now it has
+    assert [o["metadata"]["name"] for o in
+            through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims")["items"]] == ["c1"]
+    through.delete_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1")
+    # Deleted through the proxy, still in the cache: the API server answers, without it.
+    assert through.list_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims")["items"] == []
+    assert proxy.counts() == {("create", CLAIMS, "api"): 1, ("list", CLAIMS, "api"): 2, ("list", CLAIMS, "cache"): 1,
+                              ("delete", CLAIMS, "api"): 1}
 
 
 @pytest.mark.kubernetes

@@ -36,3 +36,10 @@ def test_the_operators_result_goes_onto_the_claim_as_the_role_left_it_without_re
     # One read per reconcile before issue 34 (11).
     reads = requests(burst, "GET", "ipclaims") + requests(burst, "GET", "ipclaims", "status")
     assert reads <= (CLAIMS + 1) / 2, burst["api_detail"]
+
+
+def test_a_claims_list_of_its_pools_addresses_is_answered_from_the_operators_watch_cache(burst):
+    # The operator lists IPAddresses once (its --list-cache informer) and watches; its roles' lists of a pool's
+    # addresses, one a claim, no longer reach the API server, nor grow with the pool there (13 before issue 34).
+    print(sorted(burst["api_detail"].items()), burst["reconciled"], burst["proxy"])
+    assert requests(burst, "LIST", "ipaddresses") <= 2, burst["api_detail"]
