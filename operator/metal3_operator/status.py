@@ -41,6 +41,13 @@ def merge(existing: list[dict[str, Any]], updates: list[dict[str, Any]]) -> list
     return merged
 
 
+def timeless(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conditions less the time each run's result was completed: a run whose result is the last one's again
+    (a host polled while Ironic works, a period's reconcile) changes nothing else, and is not written."""
+    return [{**c, "ansibleResult": {**c["ansibleResult"], "completion": None}}
+            if isinstance(c.get("ansibleResult"), dict) else c for c in conditions]
+
+
 def running() -> list[dict[str, Any]]:
     return [condition("Running", True, "Running", RUNNING_MESSAGE),
             condition("Successful", False, "Running", RUNNING_MESSAGE)]

@@ -73,13 +73,16 @@ class ObjectWriter:
         return self._rewrite(seen, remove, self.store.update)
 
     def write_conditions(self, seen: dict[str, Any] | Ref, conditions: list[dict[str, Any]]) -> Object | None:
-        """Merge ``conditions`` into the status (other types kept); a status that would not change is not
-        written. Still conflicting after the retries: logged, as the next reconcile writes it again."""
+        """Merge ``conditions`` into the status (other types kept); a status that would not change, but for the
+        time of a run's result, is not written. Still conflicting after the retries: logged, as the next
+        reconcile writes it again."""
         def merge(obj: Object) -> bool:
             current = obj.get("status") or {}
-            merged = {**current, "conditions": status.merge(current.get("conditions") or [], conditions)}
-            if merged == current:
+            before = current.get("conditions") or []
+            after = status.merge(before, conditions)
+            if status.timeless(after) == status.timeless(before):
                 return False
+            merged = {**current, "conditions": after}
             obj["status"] = merged
             return True
 

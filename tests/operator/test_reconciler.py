@@ -145,6 +145,17 @@ def test_a_run_that_lasts_past_running_after_shows_running_while_it_runs(tmp_pat
     assert world.store.status_writes == 2
 
 
+def test_a_run_whose_result_is_the_last_ones_again_writes_no_status(tmp_path):
+    world = World(tmp_path, OK, OK, Result(True, stats={"ok": 2, "changed": 0}), running_after=60.0)
+    world.create()
+    world.reconcile()
+    first = world.conditions()["Running"]["ansibleResult"]
+    world.reconcile()  # the same result, at another time: nothing written
+    assert world.store.status_writes == 1 and world.conditions()["Running"]["ansibleResult"] == first
+    world.reconcile()  # another result: written
+    assert world.store.status_writes == 2 and world.conditions()["Running"]["ansibleResult"]["changed"] == 0
+
+
 def test_the_result_is_written_onto_the_object_settled_gives_without_reading_it(tmp_path):
     asked: list[tuple[Any, Any]] = []
 

@@ -45,3 +45,12 @@ def test_the_failure_event_names_the_object():
     assert len(event["message"]) == 1024 and event["metadata"]["namespace"] == "ns"
     assert event["metadata"]["name"].startswith("bad.")  # and the time: one Event per failure, none taken twice
     assert status.failure_event(obj, "again", "op")["metadata"]["name"] != event["metadata"]["name"]
+
+
+def test_a_result_is_timeless_but_for_its_counts():
+    first, again = status.done(True, {"ok": 1}, ""), status.done(True, {"ok": 1}, "")
+    again[0]["ansibleResult"]["completion"] = "later"
+    assert status.timeless(first) == status.timeless(again)
+    assert status.timeless(first) != status.timeless(status.done(True, {"ok": 2}, ""))
+    odd = [{"type": "Running", "ansibleResult": "odd"}]  # written by someone else: compared as it is
+    assert status.timeless(odd) == odd
