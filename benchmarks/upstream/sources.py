@@ -8,6 +8,10 @@ other repositories (CAPM3's baremetal-operator and ip-address-manager APIs, bare
 ironic-standalone-operator API) are pointed at those exports with ``go mod edit -replace``. Everything else comes
 from the module proxy at the versions the controller's go.sum pins.
 
+baremetal-operator loads its provisioner as a Go plugin (``<name>-provisioner.so`` in $PROVISIONER_PLUGIN_DIR; since
+2026 even Ironic's): its plugins are built beside its manager, both with cgo on and the same flags, as its
+Dockerfile builds them (a plugin loads only into a binary built alike), and ``plugin_dir`` says where they are.
+
 A build is cached under ~/.cache/metal3-baremetal by its name and a digest of the commits it was made from and the
 Go version, like the kube binaries: a new snapshot builds again.
 
@@ -32,10 +36,11 @@ SNAPSHOTS_ENV = "METAL3_UPSTREAM_SNAPSHOTS"
 
 @dataclasses.dataclass(frozen=True)
 class Controller:
-    """One upstream controller: its repository, and the Metal3 modules of other repositories it needs (module
-    path -> repository and the module's directory there)."""
+    """One upstream controller: its repository, the Metal3 modules of other repositories it needs (module path,
+    repository and the module's directory there), and the Go plugins it loads (file name, package)."""
     repo: str
     needs: tuple[tuple[str, str, str], ...] = ()
+    plugins: tuple[tuple[str, str], ...] = ()
 
     @property
     def repos(self) -> list[str]:
@@ -46,7 +51,10 @@ BMO, CAPM3, IPAM, IRSO = ("metal3-io/baremetal-operator", "metal3-io/cluster-api
                           "metal3-io/ip-address-manager", "metal3-io/ironic-standalone-operator")
 CONTROLLERS = {
     "ip-address-manager": Controller(IPAM),
-    "baremetal-operator": Controller(BMO, (("github.com/metal3-io/ironic-standalone-operator/api", IRSO, "api"),)),
+    "baremetal-operator": Controller(
+        BMO, (("github.com/metal3-io/ironic-standalone-operator/api", IRSO, "api"),),
+        (("ironic-provisioner.so", "./pkg/provisioner/ironic/plugin/"),
+         ("demo-provisioner.so", "./pkg/provisioner/demo/plugin/"))),
     "cluster-api-provider-metal3": Controller(CAPM3, (
         ("github.com/metal3-io/baremetal-operator/apis", BMO, "apis"),
         ("github.com/metal3-io/baremetal-operator/pkg/hardwareutils", BMO, "pkg/hardwareutils"),
@@ -86,7 +94,9 @@ def revisions(name: str, snapshots: Path) -> dict[str, str]:
 
 def binary_path(name: str, snapshots: Path) -> Path:
     go = subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True).stdout.strip()
-    key = "\n".join([name, go, *(f"{repo} {commit}" for repo, commit in revisions(name, snapshots).items())])
+    # The recipe (CONTROLLERS' entry) is in it: a build made another way is another build.
+    key = "\n".join([name, go, repr(CONTROLLERS[name]),
+                      *(f"{repo} {commit}" for repo, commit in revisions(name, snapshots).items())])
     return CACHE / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}" / "manager"
 
 
@@ -117,18 +127,26 @@ def build(name: str, snapshots: Path | None = None) -> Path:
         for repo, into in sources.items():
             _export(snapshots, repo, into)
         main = sources[controller.repo]
-        env = {**os.environ, "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local"}
+        env = {**os.environ, "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local",
+               "CGO_ENABLED": "1" if controller.plugins else "0"}
         for module, repo, directory in controller.needs:
             subprocess.run(["go", "mod", "edit", "-replace", f"{module}={sources[repo] / directory}"], cwd=main,
                            env=env, check=True)
         # The replaced modules' own requirements may be newer than what go.sum pins: tidy the sums, not the code.
         subprocess.run(["go", "mod", "tidy", "-e"], cwd=main, env=env, check=True, capture_output=True)
-        done = subprocess.run(["go", "build", "-o", str(binary.with_suffix(".tmp")), "."], cwd=main, env=env,
-                              capture_output=True, text=True)
-        if done.returncode:
-            raise SourceError(f"building {name} failed:\n{done.stderr[-4000:]}")
-    binary.with_suffix(".tmp").rename(binary)
+        builds = [(binary.parent / plugin, ["-buildmode=plugin", package]) for plugin, package in controller.plugins]
+        for out, what in [*builds, (binary, ["."])]:  # the manager last: its presence says the build is whole
+            done = subprocess.run(["go", "build", "-o", f"{out}.tmp", *what], cwd=main, env=env, capture_output=True,
+                                  text=True)
+            if done.returncode:
+                raise SourceError(f"building {name} ({out.name}) failed:\n{done.stderr[-4000:]}")
+            Path(f"{out}.tmp").rename(out)
     return binary
+
+
+def plugin_dir(name: str, snapshots: Path | None = None) -> Path:
+    """Where the Go plugins of the controller ``name`` are ($PROVISIONER_PLUGIN_DIR for baremetal-operator)."""
+    return build(name, snapshots).parent
 
 
 def main(argv: list[str] | None = None) -> int:
