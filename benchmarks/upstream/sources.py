@@ -95,8 +95,8 @@ def revisions(name: str, snapshots: Path) -> dict[str, str]:
 def binary_path(name: str, snapshots: Path) -> Path:
     go = subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True).stdout.strip()
     # The recipe (CONTROLLERS' entry) is in it: a build made another way is another build.
-    key = "\n".join([name, go, repr(CONTROLLERS[name]),
-                      *(f"{repo} {commit}" for repo, commit in revisions(name, snapshots).items())])
+    commits = [f"{repo} {commit}" for repo, commit in revisions(name, snapshots).items()]
+    key = "\n".join([name, go, repr(CONTROLLERS[name]), *commits])
     return CACHE / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}" / "manager"
 
 
