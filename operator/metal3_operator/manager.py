@@ -85,8 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--graceful-shutdown-timeout", default="30s")
     # Not the Ansible Operator's: it writes Running before every run ("0s" does that here too).
     p.add_argument("--running-condition-after", default="1s",
-                   help="write a CR's Running condition once its run has lasted this long; a run that ends sooner "
-                        "goes straight to its result, one status write fewer")
+                   help="write a CR's Running condition before its run when its last run lasted this long or "
+                        "longer; a CR whose runs are quicker goes straight to its result, one status write fewer")
     p.add_argument("--no-prefork", action="store_true", help="start ansible-playbook afresh for every run")
     # proxy: the roles reach the API through the operator, which answers their reads of watched kinds from its cache
     p.add_argument("--proxy", action=argparse.BooleanOptionalAction, default=True,

@@ -5,10 +5,12 @@ Reading only the cache, writing only through an ``ObjectWriter`` and running rol
 it runs as well on an in-memory cache, a local store and a fake runner as on a cluster.
 
 Status writes around a run, fewer than the Ansible Operator's two (issue 34): the Running condition is written
-once a run has lasted ``running_after`` seconds (at once when 0, as the Ansible Operator does), so a run that ends
-sooner goes straight to its result; and the result is written onto the object as the role left it, which
-``settled`` gives from the cache once the watch has caught up with the role's last write (the object is read
-from the API server only when it cannot say).
+before a run (as the Ansible Operator does) only when the object's last run lasted ``running_after`` seconds or
+longer (every run when 0), so an object whose runs are quick goes straight to its result; and the result is
+written onto the object as the role left it, which ``settled`` gives from the cache once the watch has caught up
+with the role's last write (the object is read from the API server only when it cannot say). Nothing is written
+to the object while its role runs: the role reads and writes it too, and a second writer would make the role's
+writes conflict, run after run.
 
 When to look again, as controller-runtime decides from a reconcile's result:
 - the run failed: after the rate limiter's wait (per object 5 ms doubling to 1000 s; 10 qps over all objects);
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -70,6 +71,7 @@ class Reconciler:
                  running_after: float = 0.0, settled: Settled | None = None) -> None:
         self.watch = w
         self.running_after = running_after
+        self._long_runs: set[Key] = set()  # the objects whose last run lasted running_after or longer
         self.settled = settled
         self.waiters = waiters
         self.cache = cache
@@ -94,6 +96,7 @@ class Reconciler:
                 self.waiters.forget(self.watch.name, key)
             self.queue.forget(key)
             self.events.forget(key)
+            self._long_runs.discard(key)
             self.runner.forget(self.watch, *key)  # gone: its runs' directory goes too
             return
         meta = obj["metadata"]
@@ -106,22 +109,22 @@ class Reconciler:
             obj = self.writer.add_finalizer(obj, finalizer)
             if obj is None:
                 return  # gone meanwhile: its deletion event brings it back
-        running = RunningMark(self.writer, obj, self.running_after) if self.watch.manage_status else None
-        obj = (running.written if running else None) or obj  # written already when it is not put off
+        if self.watch.manage_status and (self.running_after <= 0 or key in self._long_runs):
+            obj = self.writer.write_conditions(obj, status.running()) or obj
         started = time.monotonic()
         annotations = meta.get("annotations") or {}
-        try:
-            result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting),
-                                     finalizer=deleting, cancel=self.cancelled,
-                                     verbosity=verbosity(annotations, self.verbosity),
-                                     max_artifacts=max_artifacts(annotations))
-        finally:
-            running_written = running.end() if running else None
+        result = self.runner.run(self.watch, obj, extra_vars(self.watch, obj, finalizer=deleting),
+                                 finalizer=deleting, cancel=self.cancelled,
+                                 verbosity=verbosity(annotations, self.verbosity),
+                                 max_artifacts=max_artifacts(annotations))
         elapsed = time.monotonic() - started
+        if elapsed >= self.running_after:
+            self._long_runs.add(key)
+        else:
+            self._long_runs.discard(key)
         if self.watch.manage_status:
             # The role may well have written the object since: onto the version it left.
-            held = running_written or obj
-            after = self.settled(key, held) if self.settled else ref_of(held)
+            after = self.settled(key, obj) if self.settled else ref_of(obj)
             obj = self.writer.write_conditions(after, status.done(result.ok, result.stats, result.message())) or obj
         if not result.ok:
             self.metrics.reconciled(self.watch, "error", elapsed)
@@ -174,41 +177,6 @@ class Reconciler:
         log.error("%s %s/%s: reconcile error: %s", self.watch.kind, *key, error, exc_info=error)
         self.metrics.reconciled(self.watch, "error", 0.0)
         self.queue.add_rate_limited(key)
-
-
-class RunningMark:
-    """The Running condition of a run, written ``after`` seconds into it (at once when 0) unless the run has ended
-    by then; ``end()`` says the run has, waits for a write under way, and gives the object as written (None when
-    nothing was)."""
-
-    def __init__(self, writer: ObjectWriter, obj: dict[str, Any], after: float) -> None:
-        self._writer, self._obj = writer, obj
-        self._lock = threading.Lock()
-        self._ended = False
-        self.written: dict[str, Any] | None = None
-        self._timer: threading.Timer | None = None
-        if after <= 0:
-            self._write()
-        else:
-            self._timer = threading.Timer(after, self._write)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _write(self) -> None:
-        with self._lock:
-            if self._ended:
-                return
-            try:
-                self.written = self._writer.write_conditions(self._obj, status.running())
-            except Exception as e:  # noqa: BLE001 - a mark in a timer's thread: the result's write says the rest
-                log.warning("Running condition not written: %s", e)
-
-    def end(self) -> dict[str, Any] | None:
-        if self._timer:
-            self._timer.cancel()
-        with self._lock:
-            self._ended = True
-            return self.written
 
 
 def annotated(annotations: dict[str, str], name: str, parse: Callable[[str, str], T], default: T) -> T:

@@ -123,26 +123,43 @@ def test_a_run_that_ends_before_running_after_goes_straight_to_its_result_in_one
     assert conditions["Successful"]["status"] == "True" and conditions["Running"]["reason"] == "Successful"
 
 
-def test_a_run_that_lasts_past_running_after_shows_running_while_it_runs(tmp_path):
-    seen: list[dict[str, Any]] = []
+class RoleWritingItsObject(FakeRunner):
+    """A role that reads its object, works for ``lasting`` seconds and writes the status it read back, as the
+    engine's status writes do (resourceVersion-checked); what it saw of the Running condition is kept."""
 
-    class SlowRunner(FakeRunner):
-        def run(self, watch, obj, variables, **kwargs):  # noqa: ANN001, ANN003, ANN201 - FakeRunner's
-            for _ in range(500):  # until the mark is written (a timer's thread), at most 5 s
-                conditions = {c["type"]: c for c in (world.store.get(REF).get("status") or {}).get("conditions", [])}
-                if "Running" in conditions:
-                    seen.append(conditions["Running"])
-                    break
-                time.sleep(0.01)
-            return super().run(watch, obj, variables, **kwargs)
+    def __init__(self, world: World, lasting: float, *results: Result) -> None:
+        super().__init__(*results)
+        self.world, self.lasting = world, lasting
+        self.seen_running: list[str] = []
 
+    def run(self, watch, obj, variables, **kwargs):  # noqa: ANN001, ANN003, ANN201 - FakeRunner's
+        read = self.world.store.get(REF)
+        conditions = {c["type"]: c for c in (read.get("status") or {}).get("conditions", [])}
+        self.seen_running.append(conditions.get("Running", {}).get("message", ""))
+        time.sleep(self.lasting)
+        self.world.store.update_status({**read, "status": {**(read.get("status") or {}), "errorMessage": "worked"}})
+        return super().run(watch, obj, variables, **kwargs)
+
+
+def test_an_object_whose_last_run_lasted_past_running_after_shows_running_while_the_next_runs(tmp_path):
     world = World(tmp_path, running_after=0.05)
-    world.runner = world.reconciler.runner = SlowRunner(OK)
+    world.runner = world.reconciler.runner = RoleWritingItsObject(world, 0.1, OK, OK)
     world.create()
+    world.reconcile()  # no mark: its last run is not known to be long
     world.reconcile()
-    assert [c["message"] for c in seen] == ["Running reconciliation"]
+    assert world.runner.seen_running == ["", "Running reconciliation"]
     assert world.conditions()["Running"]["message"] == "Awaiting next reconciliation"
-    assert world.store.status_writes == 2
+    assert world.store.status_writes == 2 + 3  # the role's two, the first result, the mark and the second result
+
+
+def test_nothing_is_written_to_the_object_while_its_role_runs(tmp_path):
+    """The role's own write, made with what it read at its start, must not meet a write of the operator's."""
+    world = World(tmp_path, running_after=0.05)
+    world.runner = world.reconciler.runner = RoleWritingItsObject(world, 0.2, OK)
+    world.create()
+    world.reconcile()  # a Conflict in the role's write would fail the run (FakeRunner raises it)
+    assert world.store.get(REF)["status"]["errorMessage"] == "worked"
+    assert world.conditions()["Successful"]["status"] == "True"
 
 
 def test_a_run_whose_result_is_the_last_ones_again_writes_no_status(tmp_path):
