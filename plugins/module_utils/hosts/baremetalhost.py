@@ -339,8 +339,11 @@ class _Reconcile:
         if self.deleted:
             return HostStep(None, True, None, self.message or "deleted", state=DELETING)
         requeue_after = action.requeue_after
-        if not self._write_status() and requeue_after is None:
-            requeue_after = POLL  # the step's decisions were not recorded: take them again
+        if not self._write_status():
+            # The step's decisions were not recorded: take them again soon, waiting on nothing they chose (what
+            # the host would wait on may itself wait on the host's next write).
+            requeue_after = POLL if requeue_after is None else min(requeue_after, POLL)
+            self.waits_on.clear()
         return HostStep(self.host, self.changed, requeue_after, self.message, self.waits_on, state=self.state,
                         resting=action.resting and requeue_after == action.requeue_after)
 

@@ -303,6 +303,26 @@ def test_decisions_survive_a_lost_status_write(store, monkeypatch, ironic_kind, 
     assert store.get(ref)["status"]["provisioningFailCount"] == (asked if error else 0)
 
 
+def test_a_step_whose_status_write_is_lost_waits_on_nothing_and_looks_again_soon(store, monkeypatch):
+    """What it would wait on (its HostFirmwareSettings, which waits on the host) may change only after the host's
+    next write: a host that waits on it with that write lost would wait for ever."""
+    ironic = ScriptedIronic()
+    ref = host(store)
+    reconcile(store, ironic, ref)  # registering
+    reconcile(store, ironic, ref)  # inspecting
+    written = store.update_status
+
+    def lost(obj, dry_run=False):
+        monkeypatch.setattr(store, "update_status", written)
+        raise Conflict(f"{Ref.of(obj)}: the object has been modified")
+    monkeypatch.setattr(store, "update_status", lost)
+    step = reconcile(store, ironic, ref)
+    assert (step.changed, step.waits_on, step.requeue_after) == (False, [], bmh.POLL)
+    assert store.get(ref)["status"]["provisioning"]["state"] == "inspecting"
+    step = reconcile(store, ironic, ref)  # taken again, and recorded
+    assert (step.state, step.waits_on) == ("available", [Ref(bmh.API, "HostFirmwareSettings", "h", "ns")])
+
+
 def test_a_failing_image_is_tried_up_to_the_retry_limit_and_a_new_image_is_deployed(store):
     ironic = FailingDeploy(failing="http://i/os.img")
     ref = host(store, image={"url": "http://i/os.img"})
