@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--runner-dir", default=os.path.join(tempfile.gettempdir(), "ansible-operator", "runner"))
     p.add_argument("--graceful-shutdown-timeout", default="30s")
     # Not the Ansible Operator's: it writes Running before every run ("0s" does that here too).
-    p.add_argument("--running-condition-after", default="1s",
+    p.add_argument("--running-condition-after", default="30s",
                    help="write a CR's Running condition before its run when its last run lasted this long or "
                         "longer; a CR whose runs are quicker goes straight to its result, one status write fewer")
     p.add_argument("--no-prefork", action="store_true", help="start ansible-playbook afresh for every run")
@@ -160,7 +160,8 @@ class Manager:
                                                                   for c in self.controllers))
         self.controllers = [Controller(w, self.api, self.store, self.runner, self.metrics, workers, period, namespaces,
                                        verbosity, waiters=self.waiters, running_after=running_after,
-                                       newest=self.proxy.newest if self.proxy else None)
+                                       newest=self.proxy.newest if self.proxy else None,
+                                       saw=self.proxy.saw if self.proxy else None)
                             for w, workers, verbosity in kinds]
 
     def _lead(self) -> None:
