@@ -33,15 +33,19 @@ SETTLE_TIMEOUT = 2.0
 # (apiVersion, plural, namespace or None, name) -> what the roles wrote last of the object that the cache may not
 # hold yet (the proxy's Proxy.newest): (False, None) when nothing.
 Newest = Callable[[str, str, "str | None", str], "tuple[bool, str | None]"]
+# (object, apiVersion, plural): the operator wrote the object (the proxy's Proxy.saw), so a role's read of it
+# waits for the cache to hold that write.
+Saw = Callable[[dict[str, Any], str, str], None]
 
 
 class Controller:
     def __init__(self, w: Watch, api: client.ApiClient, store: Store, runner: RoleRunner, metrics: Metrics,
                  workers: int, reconcile_period: float, namespaces: list[str], verbosity: int = 0,
                  clock: Clock | None = None, waiters: Waiters | None = None, running_after: float = 0.0,
-                 newest: Newest | None = None) -> None:
+                 newest: Newest | None = None, saw: Saw | None = None) -> None:
         self.watch = w
         self.newest = newest
+        self.saw = saw
         self.runner = runner
         self.workers = max(1, workers)
         self.namespaces = namespaces or [""]
@@ -52,7 +56,8 @@ class Controller:
         self.informer = Informer(w, api, self.cache, self.namespaces, self.queue.add, self._synced, self.stopping,
                                  self._observed)
         self.waiters = waiters
-        self.reconciler = Reconciler(w, self.cache, runner, self.queue, ObjectWriter(store),
+        self.reconciler = Reconciler(w, self.cache, runner, self.queue,
+                                     ObjectWriter(store, self._wrote if saw else None),
                                      EventRecorder(store, COMPONENT), metrics, reconcile_period, verbosity,
                                      self.cancelling.is_set, waiters, running_after,
                                      self._settled if newest else None)
@@ -111,6 +116,10 @@ class Controller:
         """Whether this controller's informer sees the changes of ``kind`` objects in ``namespace``."""
         return (group, kind) == (self.watch.group, self.watch.kind) and \
             (self.namespaces == [""] or namespace in self.namespaces)
+
+    def _wrote(self, obj: dict[str, Any]) -> None:
+        assert self.saw is not None  # noqa: S101 - given whenever this is
+        self.saw(obj, self.watch.api_version, self.informer.plural)
 
     def _settled(self, key: Key, held: dict[str, Any]) -> dict[str, Any] | Ref:
         """The object as a role's run left it: the cache's copy, once it holds what the run wrote of it through

@@ -226,7 +226,7 @@ class Proxy:
         obj = self.lookup(*request.key)
         with self._lock:
             newest = self._versions.get(request.key, "")
-            if obj is not None and newest not in ("", _version(obj)):
+            if obj is not None and newest != "" and (newest is None or not at_least(obj, newest)):
                 return None  # the cache has not caught up with what went through here: ask the API server
             self._versions.pop(request.key, None)  # caught up (or gone from the cache too): nothing to wait for
         return obj

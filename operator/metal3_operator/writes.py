@@ -32,8 +32,11 @@ def ref_of(obj: dict[str, Any]) -> Ref:
 
 
 class ObjectWriter:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, wrote: Callable[[Object], None] | None = None) -> None:
+        """``wrote``: told of each object as written (the proxy, so that a role's read waits for the cache to
+        hold what the operator wrote)."""
         self.store = store
+        self.wrote = wrote
 
     def _rewrite(self, obj: dict[str, Any] | Ref, change: Callable[[Object], bool],
                  write: Callable[[Object], Object]) -> Object | None:
@@ -45,7 +48,12 @@ class ObjectWriter:
 
         def attempt() -> Object:
             obj = first.pop() if first else self.store.get(ref)
-            return write(obj) if change(obj) else obj
+            if not change(obj):
+                return obj
+            written = write(obj)
+            if self.wrote:
+                self.wrote(written)
+            return written
 
         try:
             return retry_on_conflict(attempt)

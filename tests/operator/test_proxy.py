@@ -277,6 +277,24 @@ def test_a_cached_copy_older_than_a_write_through_the_proxy_is_not_served(
 
 
 @pytest.mark.kubernetes
+def test_a_cached_copy_newer_than_a_write_through_the_proxy_is_served(
+        proxy: Proxy, cache: Cache, through: client.CustomObjectsApi, custom: client.CustomObjectsApi,
+        kube_namespace: str) -> None:
+    """The role wrote, then the operator wrote its result (not through the proxy), and the watch brought both
+    before the next read: the cache holds all the proxy waited for, and more."""
+    created = through.create_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims",
+                                                      ipclaim("c1", kube_namespace))
+    later = custom.patch_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1",
+                                                  {"metadata": {"labels": {"result": "written"}}})
+    assert int(later["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    cache.put(later)
+    got = through.get_namespaced_custom_object(*IPAM, kube_namespace, "ipclaims", "c1")
+    assert got["metadata"]["labels"] == {"result": "written"}
+    assert proxy.counts()[("get", CLAIMS, "cache")] == 1 and ("get", CLAIMS, "api") not in proxy.counts()
+    assert proxy.newest(API_VERSION, "ipclaims", kube_namespace, "c1") == (False, None)
+
+
+@pytest.mark.kubernetes
 def test_a_watch_streams_through(proxy: Proxy, custom: client.CustomObjectsApi, through: client.CustomObjectsApi,
                                  kube_namespace: str) -> None:
     seen: list[tuple[str, str]] = []

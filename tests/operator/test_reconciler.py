@@ -189,6 +189,17 @@ def test_the_result_is_written_onto_the_object_settled_gives_without_reading_it(
     assert world.conditions()["Successful"]["status"] == "True"
 
 
+def test_each_write_of_the_operators_is_told_so_that_a_roles_read_waits_for_it(tmp_path):
+    told: list[str] = []
+    world = World(tmp_path, OK, OK, running_after=60.0)
+    world.reconciler.writer = ObjectWriter(world.store, lambda obj: told.append(obj["metadata"]["resourceVersion"]))
+    world.create()
+    world.reconcile()  # the finalizer, then the result
+    assert len(told) == 2 and told[-1] == world.store.get(REF)["metadata"]["resourceVersion"]
+    world.reconcile()  # the same result: nothing written, nothing told
+    assert len(told) == 2
+
+
 def test_a_finalizer_is_added_even_when_the_cached_copy_is_stale(tmp_path):
     world = World(tmp_path, OK)
     world.create()
