@@ -99,6 +99,24 @@ class ReadyWatch:
                 raise SystemExit(f"{len(missing)} claims not Ready after {timeout:.0f}s, e.g. {missing[:3]}")
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, as /proc has them now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo, seen = [root], []
+    while todo:
+        pid = todo.pop()
+        seen.append(pid)
+        todo.extend(children.get(pid, []))
+    return seen
+
+
 class MemorySampler:
     """Peak RSS of the operator and peak summed PSS of its process tree."""
 
@@ -110,18 +128,6 @@ class MemorySampler:
         threading.Thread(target=self._run, daemon=True).start()
 
     @staticmethod
-    def _children() -> dict[int, list[int]]:
-        tree: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                tree.setdefault(ppid, []).append(int(entry))
-        return tree
-
-    @staticmethod
     def _kib(path: str, field: str) -> int:
         try:
             for line in Path(path).read_text().splitlines():
@@ -131,17 +137,9 @@ class MemorySampler:
             pass
         return 0
 
-    def _tree(self) -> list[int]:
-        tree, todo, seen = self._children(), [self.pid], []
-        while todo:
-            pid = todo.pop()
-            seen.append(pid)
-            todo.extend(tree.get(pid, []))
-        return seen
-
     def _run(self) -> None:
         while not self.stop.wait(0.1):
-            seen = self._tree()
+            seen = process_tree(self.pid)
             self.peak_rss = max(self.peak_rss, self._kib(f"/proc/{self.pid}/status", "VmRSS:"))
             self.peak_tree_pss = max(self.peak_tree_pss,
                                      sum(self._kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in seen))
@@ -156,6 +154,11 @@ def process_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds of ``root``'s process tree: each live process's, with what it reaped of its children."""
+    return sum(process_cpu(pid) for pid in process_tree(root))
+
+
 def controller_cpu(cluster: KubeCluster) -> float:
     """CPU seconds the machine spent so far outside kube-apiserver, etcd and this benchmark: the controller's,
     whichever processes it spread its work over (ansible's workers leave the operator's process tree)."""
@@ -165,16 +168,19 @@ def controller_cpu(cluster: KubeCluster) -> float:
     return busy / os.sysconf("SC_CLK_TCK") - others
 
 
-def api_request_counts(cluster: KubeCluster) -> dict[tuple[str, str, str, str], float]:
-    """kube-apiserver's count of requests so far on the kinds a reconcile of the benchmark touches (the IPAM
-    kinds, Events), by verb, resource, subresource and response code."""
+def api_request_counts(cluster: KubeCluster, groups: tuple[str, ...] = (IPAM[0],),
+                       core: tuple[str, ...] = ("events",)) -> dict[tuple[str, str, str, str], float]:
+    """kube-apiserver's count of requests so far on the kinds a reconcile of the benchmark touches (those of
+    ``groups`` and the ``core`` resources: the IPAM kinds and Events by default), by verb, resource, subresource
+    and response code."""
     text = requests.get(f"{cluster.server}/metrics", headers={"Authorization": f"Bearer {cluster.token}"},
                         verify=str(cluster.ca_cert), timeout=10).text
     counts: dict[tuple[str, str, str, str], float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
-            ours = labels.get("group") == IPAM[0] or (labels.get("group"), labels.get("resource")) == ("", "events")
+            group = labels.get("group")
+            ours = group in groups or (not group and labels.get("resource") in core)
             if sample.name == "apiserver_request_total" and ours:
                 key = (labels["verb"], labels["resource"], labels.get("subresource", ""), labels.get("code", ""))
                 counts[key] = counts.get(key, 0) + sample.value

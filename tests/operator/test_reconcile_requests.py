@@ -10,7 +10,8 @@ import pytest
 from benchmarks.operator.bench import measure
 from tests.harness.operator_process import Operator
 
-pytestmark = pytest.mark.kubernetes
+# One worker runs the module, so its one burst is measured once.
+pytestmark = [pytest.mark.kubernetes, pytest.mark.xdist_group("reconcile-requests")]
 
 CLAIMS = 10
 
@@ -41,5 +42,4 @@ def test_the_operators_result_goes_onto_the_claim_as_the_role_left_it_without_re
 def test_a_claims_list_of_its_pools_addresses_is_answered_from_the_operators_watch_cache(burst):
     # The operator lists IPAddresses once (its --list-cache informer) and watches; its roles' lists of a pool's
     # addresses, one a claim, no longer reach the API server, nor grow with the pool there (13 before issue 34).
-    print(sorted(burst["api_detail"].items()), burst["reconciled"], burst["proxy"])
     assert requests(burst, "LIST", "ipaddresses") <= 2, burst["api_detail"]
