@@ -17,7 +17,7 @@ controller's requests of kube-apiserver on the metal3.io kinds, Secrets and Even
 patches and deletes taken off) per host; Ironic API requests per host (Ironic's own API log); the controller's
 CPU seconds (its process tree: the operator, its prefork server and the playbook runs) and peak memory (RSS of the
 controller, PSS of its tree). Each runs with its defaults. Not part of ``make test``: tests/operator/
-test_hosts_requests.py runs the collection's side at ten hosts and asserts its counts.
+test_hosts_requests.py runs the collection's side at three hosts and asserts its counts.
 
     .venv/bin/python benchmarks/hosts/bench.py --snapshots <dir> [--hosts 100]   # figures into docs/benchmarks.md
     .venv/bin/python benchmarks/hosts/bench.py --stacks ours --hosts 10 --print
@@ -110,16 +110,23 @@ class StateWatch:
         self.reached: dict[str, dict[str, float]] = {}
         self.states: dict[str, str] = {}
         self.cond = threading.Condition()
-        threading.Thread(target=self._run, daemon=True).start()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
 
     def _run(self) -> None:
-        while True:
+        while not self.stopped.is_set():
             try:
                 for event in watch.Watch().stream(self.custom.list_namespaced_custom_object, BMH[0], BMH[1],
-                                                  self.namespace, BMH[2], timeout_seconds=3600):
+                                                  self.namespace, BMH[2], timeout_seconds=5):
                     self._seen(event["type"], event["object"])
             except Exception:  # noqa: BLE001, S112 - a dropped watch is watched again
                 time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop watching (within the watch's 5 s timeout): no thread is left reading when the process exits."""
+        self.stopped.set()
+        self.thread.join(10)
 
     def _seen(self, kind: str, obj: dict[str, Any]) -> None:
         name, now = obj["metadata"]["name"], time.monotonic()
@@ -139,7 +146,7 @@ class StateWatch:
         with self.cond:
             if not self.cond.wait_for(lambda: all(phase in self.reached.get(n, {}) for n in names), timeout):
                 late = [f"{n} ({self.states.get(n)})" for n in names if phase not in self.reached.get(n, {})]
-                raise SystemExit(f"{len(late)} hosts not {phase} after {timeout:.0f}s, e.g. {late[:3]}")
+                raise TimeoutError(f"{len(late)} hosts not {phase} after {timeout:.0f}s, e.g. {late[:3]}")
 
 
 def ironic_requests(ironic: Ironic) -> int:
@@ -227,7 +234,7 @@ def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: L
             started = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(10) as pool:
                 list(pool.map(one, objects))
-            states.wait(names, phase, timeout=300 + 6 * hosts)
+            states.wait(names, phase, timeout=600 + 6 * hosts)
             return max(states.reached[n][phase] for n in names) - started
 
         def patch(spec: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
@@ -248,6 +255,7 @@ def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: L
         cpu = tree_cpu(pid) - cpu_before
         api_after, ironic_after = _api(cluster), ironic_requests(ironic)
         sampler.stop.set()
+        states.stop()
         detail = {key: value - api_before.get(key, 0) for key, value in api_after.items()
                   if value > api_before.get(key, 0)}
         # The benchmark's own: each host created, patched twice and deleted.
@@ -279,8 +287,11 @@ def run(stacks: list[str], hosts: int, snapshots: Path | None) -> dict[str, dict
         ironic.start()
         emulators.start()
         iso = LiveISO(work / "images")
-        for name in stacks:
-            runs[name] = measure(STACKS[name], hosts, ironic, emulators, iso, snapshots, work / name)
+        try:
+            for name in stacks:
+                runs[name] = measure(STACKS[name], hosts, ironic, emulators, iso, snapshots, work / name)
+        finally:
+            iso.server.shutdown()
         return runs
     finally:
         emulators.stop()
@@ -320,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--stacks: {', '.join(unknown) or 'none'}: not one of {', '.join(STACKS)}")
     if args.hosts < 1:
         parser.error("--hosts: at least 1")
-    runs = run(stacks, args.hosts, args.snapshots)
+    try:
+        runs = run(stacks, args.hosts, args.snapshots)
+    except TimeoutError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     lines = table(args.hosts, runs)
     print("\n".join(lines))
     for name, r in runs.items():
