@@ -41,7 +41,7 @@ import yaml
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import secret_values
 from tests.harness import guest
 from tests.harness.nft import Applied
-from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_images, one_lab_at_a_time, without_leftovers
+from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_first, lab_images, one_lab_at_a_time, without_leftovers
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 DEMO_PLAYBOOK = REPO / "playbooks" / "lab-demo.yml"
@@ -179,6 +179,7 @@ def test_servers_enrolled_by_ipmi_and_by_virtual_media_boot_the_rendered_network
         try:
             assert run.ok, run.output[-5000:]
             print(f"lab started in {time.monotonic() - started:.0f}s")
+            lab_first(BASE)
             provision_check_and_release(images)
         finally:
             removed = ansible_playbook(LAB_PLAYBOOK, {**LAB, "virtual_lab_state": "absent"}, timeout=900)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import eventually
-from tests.harness.virtual_lab import LAB_PLAYBOOK, one_lab_at_a_time
+from tests.harness.virtual_lab import LAB_PLAYBOOK, lab_first, one_lab_at_a_time
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 # Kept between runs (absent keeps them): the BMCs' virtualenv and the accelerator probe's results.
@@ -164,6 +164,7 @@ def lab_lifecycle(tmp_path: Path) -> None:
     print(f"lab started in {time.monotonic() - started:.0f}s")
     try:
         assert run.ok, run.output[-5000:]
+        lab_first(BASE)
         boot_and_use(Lab(read_servers()), tmp_path)
     finally:
         removed = ansible_playbook(LAB_PLAYBOOK, {**LAB, "virtual_lab_state": "absent"}, timeout=600)
