@@ -55,14 +55,13 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.common impo
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.capm3.workload import open_workload
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Metal3Error, NotFound
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, rfc3339
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, Ref, parse_time, rfc3339
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.reconcile import Result
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.retry import retry_on_conflict
 from ansible_collections.metal3.baremetal.plugins.module_utils.hostclaims.hostclaim import KIND as HOST_CLAIM_KIND
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import API as BMH_API
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.claim import UNHEALTHY_ANNOTATIONS
-from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.timeline import parse_time
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.base import Store
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.writes import (
     ensure_finalizer,

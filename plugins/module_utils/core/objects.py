@@ -134,6 +134,14 @@ def now() -> str:
     return rfc3339(datetime.datetime.now(datetime.UTC))
 
 
+def parse_time(value: Any) -> datetime.datetime:
+    """An RFC 3339 timestamp as upstream writes them (``2024-05-01T10:00:00Z``), as an aware datetime."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"not a timestamp: {value!r}")
+    parsed = datetime.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
 def clone(obj: Any) -> Any:
     """A deep copy of an API object: through JSON, several times faster than ``copy.deepcopy`` on the large
     ones (a pool's index); an object that is not plain JSON data is copied the slow way."""

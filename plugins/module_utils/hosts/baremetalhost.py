@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
     check_name,
     now,
     owner_reference,
+    parse_time,
     secret_values,
 )
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.outbound import OutboundPolicy
@@ -121,6 +123,19 @@ FIRMWARE_SETTINGS_RECHECK = 600.0  # an available host with a HostFirmwareSettin
 # Failed deploys of one image before a host stops trying it (0: no limit), unless the caller says otherwise.
 MAX_PROVISIONING_RETRIES = IronicOptions.max_provisioning_retries
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
+# A caller that comes back for each look (the operator: a run of the role, about a CPU-second each) looks at an
+# operation under way after a quarter of the time the host has shown no change, from POLL up to
+# baremetal-operator's own period (10 s); a wait in the module's process keeps POLL (one Ironic GET a look).
+PATIENT_POLL_MAX = 10.0
+
+
+def patient_poll(last_updated: object, moment: datetime.datetime) -> float:
+    """When to look again at a host whose status last changed at ``last_updated`` (POLL when it never did)."""
+    try:
+        quiet = (moment - parse_time(last_updated)).total_seconds()
+    except ValueError:
+        return POLL
+    return min(PATIENT_POLL_MAX, max(POLL, quiet / 4))
 
 
 def host_state(host: Object | None) -> str:
@@ -183,17 +198,17 @@ class HostFailure(Exception):
 
 def reconcile_host(store: Store, provisioners: ProvisionerFactory, ref: Ref, dry_run: bool = False,
                    max_provisioning_retries: int = MAX_PROVISIONING_RETRIES,
-                   outbound: OutboundPolicy | None = None) -> HostStep:
+                   outbound: OutboundPolicy | None = None, patient: bool = False) -> HostStep:
     """One step of the host named by ``ref``; ``provisioners`` gives each host its provisioner. A host whose deploys
     of one image failed ``max_provisioning_retries`` times stops trying it (0: it tries for ever). ``outbound``: the
     controller's own hosts a DataImage's URL may name (None: the environment's, which the modules' option defaults
-    to)."""
+    to). ``patient``: the caller comes back for each look at an operation under way (see patient_poll)."""
     try:
         host = store.get(ref)
     except NotFound:
         return HostStep(None, message="not found", state=NONE)
     step = _Reconcile(store, provisioners, host, dry_run, max_provisioning_retries,
-                      outbound or OutboundPolicy.from_env()).run()
+                      outbound or OutboundPolicy.from_env(), patient).run()
     step.before = host_state(host)
     return step
 
@@ -255,7 +270,7 @@ def reconcile_hosts(open_store: Callable[[], Store], ironic_options: IronicOptio
 
             def step() -> HostStep:
                 result = reconcile_host(store, provisioners, ref, dry_run, ironic_options.max_provisioning_retries,
-                                        outbound)
+                                        outbound, patient=not targets)
                 report_host(ref, result)
                 if images is not None and _served_image(store, result, images, outbound, dry_run):
                     result.requeue_after, result.resting = 0, False  # the host goes on with its image at once
@@ -285,8 +300,9 @@ class _Reconcile:
     """One reconcile of one host: the handlers of the state machine share this state."""
 
     def __init__(self, store: Store, provisioners: ProvisionerFactory, host: Object, dry_run: bool,
-                 max_provisioning_retries: int, outbound: OutboundPolicy):
+                 max_provisioning_retries: int, outbound: OutboundPolicy, patient: bool = False):
         self.store, self.provisioners, self.host, self.dry_run = store, provisioners, host, dry_run
+        self.patient = patient
         self.max_provisioning_retries = max_provisioning_retries
         self.outbound = outbound
         self.ref = Ref.of(host)
@@ -344,6 +360,8 @@ class _Reconcile:
             # the host would wait on may itself wait on the host's next write).
             requeue_after = POLL if requeue_after is None else min(requeue_after, POLL)
             self.waits_on.clear()
+        elif self.patient and requeue_after == POLL and not action.resting:
+            requeue_after = patient_poll(self.status.get("lastUpdated"), datetime.datetime.now(datetime.UTC))
         return HostStep(self.host, self.changed, requeue_after, self.message, self.waits_on, state=self.state,
                         resting=action.resting and requeue_after == action.requeue_after)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Union, cast
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Invalid
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, rfc3339
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Object, parse_time, rfc3339
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts.baremetalhost import host_state
 
 if TYPE_CHECKING:
@@ -64,14 +64,6 @@ REST_BEFORE = {"inspect": "available", "provision": "available", "deprovision": 
 REST_BETWEEN = {("register", "inspect"): "inspecting"}
 
 PNG_MISSING = "writing a PNG needs Pillow (pip install pillow); the SVG needs nothing"
-
-
-def parse_time(value: Any) -> datetime.datetime:
-    """An RFC 3339 timestamp as upstream writes them (``2024-05-01T10:00:00Z``), as an aware datetime."""
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"not a timestamp: {value!r}")
-    parsed = datetime.datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)

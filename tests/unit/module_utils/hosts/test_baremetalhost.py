@@ -1,12 +1,13 @@
 """The BareMetalHost state machine over the Ironic provisioner, against a scripted Ironic."""
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.core.errors import Conflict
-from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref
+from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects import Ref, rfc3339
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
@@ -321,6 +322,46 @@ def test_a_step_whose_status_write_is_lost_waits_on_nothing_and_looks_again_soon
     assert store.get(ref)["status"]["provisioning"]["state"] == "inspecting"
     step = reconcile(store, ironic, ref)  # taken again, and recorded
     assert (step.state, step.waits_on) == ("available", [Ref(bmh.API, "HostFirmwareSettings", "h", "ns")])
+
+
+MOMENT = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(("last_updated", "after"), [
+    (None, bmh.POLL),  # never written
+    ("not a time", bmh.POLL),
+    ("2026-11-30T12:00:00Z", bmh.POLL),  # changed this moment
+    ("2026-11-30T11:59:58Z", bmh.POLL),  # a quarter of 2 s is under POLL
+    ("2026-11-30T11:59:52Z", 2.0),  # a quarter of the time it has shown no change
+    ("2026-11-30T11:59:20Z", 10.0),
+    ("2026-11-30T10:00:00Z", bmh.PATIENT_POLL_MAX),  # never less often than baremetal-operator looks
+])
+def test_a_patient_caller_looks_again_after_a_quarter_of_the_time_the_host_showed_no_change(last_updated, after):
+    assert bmh.patient_poll(last_updated, MOMENT) == after
+
+
+class SlowInspection(ScriptedIronic):
+    """Ironic whose inspections stay under way."""
+
+    def set_provision_state(self, node, target, **kwargs):
+        super().set_provision_state(node, target, **kwargs)
+        if target == "inspect":
+            self.nodes[node["id"]].update(provision_state="inspect wait", inspection_finished_at=None)
+
+
+def test_under_the_operator_an_operation_under_way_is_looked_at_less_often_the_longer_it_lasts(store):
+    """Each look under the operator is a run of the role; in the module's own wait, a GET: that one keeps POLL."""
+    ironic = SlowInspection()
+    ref = host(store)
+    reconcile(store, ironic, ref)  # registering
+    started = bmh.reconcile_host(store, ironic_provisioners(ironic, 20), ref, patient=True)
+    assert (started.state, started.requeue_after) == ("inspecting", bmh.POLL)  # it changed just now
+    quiet = store.get(ref)
+    quiet["status"]["lastUpdated"] = rfc3339(datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60))
+    store.update_status(quiet)
+    patient = bmh.reconcile_host(store, ironic_provisioners(ironic, 20), ref, patient=True)
+    assert (patient.state, patient.changed, patient.requeue_after) == ("inspecting", False, bmh.PATIENT_POLL_MAX)
+    assert reconcile(store, ironic, ref).requeue_after == bmh.POLL
 
 
 def test_a_failing_image_is_tried_up_to_the_retry_limit_and_a_new_image_is_deployed(store):
