@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "build" / "collections"), str(REPO), str(REPO / "operator")]
@@ -46,7 +46,7 @@ from benchmarks.operator.bench import MemorySampler, api_request_counts, percent
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster, free_port  # noqa: E402
 from tests.harness.ironic import Ironic, RedfishEmulator  # noqa: E402
-from tests.harness.operator_process import Operator  # noqa: E402
+from tests.harness.operator_process import Operator, metrics_at, reconciles  # noqa: E402
 
 BMH = ("metal3.io", "v1alpha1", "baremetalhosts")
 PER_EMULATOR = 250  # a fake system's MAC is its emulator's prefix and its index, one octet
@@ -156,15 +156,38 @@ def ironic_requests(ironic: Ironic) -> int:
         return sum(1 for line in lines if IRONIC_REQUEST.search(line))
 
 
+class Stack(Protocol):
+    """A controller of BareMetalHosts, started on one cluster against the benchmark's Ironic."""
+
+    def start(self) -> int:
+        """Start it; its process id."""
+
+    def stop(self) -> None: ...
+
+    def host_reconciles(self) -> float:
+        """Its BareMetalHost controller's reconciles so far (controller-runtime's count)."""
+
+
+class StackKind(Protocol):
+    name: str
+
+    def __call__(self, cluster: KubeCluster, ironic: Ironic, namespace: str, work: Path,
+                 snapshots: Path | None) -> Stack: ...
+
+    def crds(self, work: Path, snapshots: Path | None) -> list[Path] | None:
+        """The CRDs it serves with (None: the collection's)."""
+
+
 class Ours:
     """The collection's operator, with its defaults, running the shipped watches."""
     name = "metal3.baremetal operator"
 
-    def __init__(self, cluster: KubeCluster, ironic: Ironic, namespace: str, work: Path, _snapshots: Path | None):
+    def __init__(self, cluster: KubeCluster, ironic: Ironic, namespace: str, work: Path, snapshots: Path | None):
+        del snapshots  # built from this checkout
         self.process = Operator(cluster, work / "operator", namespace, env=ironic.env)
 
     @staticmethod
-    def crds(_work: Path, _snapshots: Path | None) -> list[Path] | None:
+    def crds(work: Path, snapshots: Path | None) -> list[Path] | None:
         return None  # the collection's
 
     def start(self) -> int:
@@ -172,6 +195,9 @@ class Ours:
 
     def stop(self) -> None:
         self.process.stop()
+
+    def host_reconciles(self) -> float:
+        return self.process.reconciles("baremetalhost")
 
 
 class Upstream:
@@ -199,16 +225,19 @@ class Upstream:
     def stop(self) -> None:
         self.process.stop()
 
+    def host_reconciles(self) -> float:
+        return reconciles(metrics_at(self.process.metrics_port), "baremetalhost")
 
-STACKS: dict[str, Any] = {"ours": Ours, "upstream": Upstream}
+
+STACKS: dict[str, StackKind] = {"ours": Ours, "upstream": Upstream}
 
 
-def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: LiveISO, snapshots: Path | None,
+def measure(stack: StackKind, hosts: int, ironic: Ironic, emulators: Emulators, iso: LiveISO, snapshots: Path | None,
             work: Path) -> dict[str, Any]:
     """One stack on a fresh cluster: ``hosts`` hosts through every phase, and what it cost."""
     cluster = KubeCluster(work / "kube")
     cluster.start()
-    controller = None
+    controller: Stack | None = None
     try:
         cluster.install_crds(stack.crds(work, snapshots))
         namespace = cluster.new_namespace("bench")
@@ -225,6 +254,7 @@ def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: L
         objects = [emulators.host(i) for i in range(hosts)]
         names = [o["metadata"]["name"] for o in objects]
         api_before, ironic_before, cpu_before = _api(cluster), ironic_requests(ironic), tree_cpu(pid)
+        reconciles_before = controller.host_reconciles()
         asked: dict[str, dict[str, float]] = {name: {} for name in names}
 
         def each(phase: str, act: Callable[[dict[str, Any]], None]) -> float:
@@ -254,6 +284,7 @@ def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: L
         }
         cpu = tree_cpu(pid) - cpu_before
         api_after, ironic_after = _api(cluster), ironic_requests(ironic)
+        host_reconciles = controller.host_reconciles() - reconciles_before
         sampler.stop.set()
         states.stop()
         detail = {key: value - api_before.get(key, 0) for key, value in api_after.items()
@@ -265,6 +296,8 @@ def measure(stack: Any, hosts: int, ironic: Ironic, emulators: Emulators, iso: L
             detail[key] = detail.get(key, 0) - own
         return {"walls": walls, "latencies": {phase: [states.reached[n][phase] - asked[n][phase] for n in names]
                                               for phase in PHASES},
+                "reached": {n: sorted(states.reached[n]) for n in names},
+                "reconciles": host_reconciles / hosts,
                 "api": sum(detail.values()) / hosts, "api_detail": detail,
                 "ironic": (ironic_after - ironic_before) / hosts, "cpu": cpu, "rss": sampler.peak_rss,
                 "pss": sampler.peak_tree_pss}
@@ -311,6 +344,7 @@ def table(hosts: int, runs: dict[str, dict[str, Any]]) -> list[str]:
         row(f"{phase}: all (s)", lambda r, p=phase: f"{r['walls'][p]:.1f}")
         row(f"{phase}: p50 / p95 per host (s)",
             lambda r, p=phase: f"{percentile(r['latencies'][p], 50):.1f} / {percentile(r['latencies'][p], 95):.1f}")
+    row("BareMetalHost reconciles per host", lambda r: f"{r['reconciles']:.1f}")
     row("kube-apiserver requests per host", lambda r: f"{r['api']:.1f}")
     row("Ironic API requests per host", lambda r: f"{r['ironic']:.1f}")
     row("controller CPU (s)", lambda r: f"{r['cpu']:.1f}")

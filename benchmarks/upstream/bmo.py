@@ -42,6 +42,7 @@ class UpstreamBMO:
         self.plugins = plugin_dir("baremetal-operator", snapshots)
         self.cluster, self.ironic, self.namespace, self.workdir, self.args = cluster, ironic, namespace, workdir, args
         self.process: subprocess.Popen[bytes] | None = None
+        self.metrics_port = free_port()
 
     def start(self) -> UpstreamBMO:
         auth = self.workdir / "auth" / "ironic"
@@ -55,7 +56,8 @@ class UpstreamBMO:
         log = open(self.workdir / "baremetal-operator.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.process = subprocess.Popen(
             [str(self.binary), "--namespace", self.namespace, "--webhook-port", "0",
-             "--metrics-addr", f"127.0.0.1:{free_port()}", "--health-addr", f"127.0.0.1:{free_port()}", *self.args],
+             "--metrics-addr", f"127.0.0.1:{self.metrics_port}", "--health-addr", f"127.0.0.1:{free_port()}",
+             *self.args],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 

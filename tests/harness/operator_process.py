@@ -27,6 +27,35 @@ WATCHES = REPO / "operator" / "watches.yaml"
 COLLECTIONS = REPO / "build" / "collections"
 
 
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of a GET on loopback; 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except OSError:
+        return 0, ""
+
+
+def metrics_at(port: int) -> dict[str, float]:
+    """A Prometheus endpoint's samples by name with labels, e.g.
+    ``controller_runtime_reconcile_total{controller="...",...}``."""
+    samples = {}
+    for line in http_get(port, "/metrics")[1].splitlines():
+        match = re.match(r"^([^#\s].*?)\s+([0-9.eE+-]+|NaN|[+-]Inf)$", line)
+        if match:
+            samples[match.group(1)] = float(match.group(2))
+    return samples
+
+
+def reconciles(samples: dict[str, float], controller: str = "") -> float:
+    """controller-runtime's reconcile count, of the controllers whose name starts with ``controller``."""
+    prefix = "controller_runtime_reconcile_total{"
+    return sum(v for k, v in samples.items()
+               if k.startswith(prefix) and f'controller="{controller}' in k)
+
+
 class _OperatorProcess:
     """What both operators share: a process with its log, its metrics and its probes."""
 
@@ -64,30 +93,16 @@ class _OperatorProcess:
         except OSError:
             return ""
 
-    def _get(self, port: int, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, ""
-        except OSError:
-            return 0, ""
 
     def probe(self, path: str) -> int:
-        return self._get(self.health_port, path)[0]
+        return http_get(self.health_port, path)[0]
 
     def metrics(self) -> dict[str, float]:
-        """Samples by name with labels, e.g. ``controller_runtime_reconcile_total{controller="...",...}``."""
-        text = self._get(self.metrics_port, "/metrics")[1]
-        samples = {}
-        for line in text.splitlines():
-            match = re.match(r"^([^#\s].*?)\s+([0-9.eE+-]+|NaN|[+-]Inf)$", line)
-            if match:
-                samples[match.group(1)] = float(match.group(2))
-        return samples
+        return metrics_at(self.metrics_port)
 
-    def reconciles(self) -> float:
-        return sum(v for k, v in self.metrics().items() if k.startswith("controller_runtime_reconcile_total{"))
+    def reconciles(self, controller: str = "") -> float:
+        """Reconciles so far, of the controllers whose name starts with ``controller`` (all by default)."""
+        return reconciles(self.metrics(), controller)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
         if not self.process or self.process.poll() is not None:
