@@ -80,3 +80,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("virtual_lab"):
             item.add_marker(pytest.mark.xdist_group("virtual-lab"))
     items.sort(key=lambda item: item.get_closest_marker("virtual_lab") is None)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of --dist loadgroup
+        for item in items:
+            _in_its_group(item)
+
+
+def _in_its_group(item: pytest.Item) -> None:
+    """The item's node id ends with its xdist groups, which is how xdist's scheduler sends a group to one worker.
+    xdist 3.8 writes the suffix into ``_nodeid``, which pytest 9.2's structured node ids no longer read
+    (pytest-dev/pytest-xdist#1386): every group was spread over both workers (a module fixture that runs the
+    hosts benchmark ran on each, and the lab tests waited for each other's lab). Set here the way pytest 9.2
+    reads it, with xdist's own suffix."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    if groups and not item.nodeid.endswith("@" + "_".join(groups)) and hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id  # pytest 9.2's; older ones read xdist's _nodeid
+
+        item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
