@@ -46,6 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster  # noqa: E402
 from tests.harness.operator_process import AnsibleOperator, Operator, ansible_operator_binary  # noqa: E402
+from tests.harness.processes import process_tree  # noqa: E402
 
 IPAM = ("ipam.metal3.io", "v1alpha1")
 POOL = {"apiVersion": "ipam.metal3.io/v1alpha1", "kind": "IPPool", "metadata": {"name": "bench"},
@@ -97,24 +98,6 @@ class ReadyWatch:
             if not self.cond.wait_for(lambda: all(n in self.ready for n in names), timeout):
                 missing = [n for n in names if n not in self.ready]
                 raise SystemExit(f"{len(missing)} claims not Ready after {timeout:.0f}s, e.g. {missing[:3]}")
-
-
-def process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, as /proc has them now."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    todo, seen = [root], []
-    while todo:
-        pid = todo.pop()
-        seen.append(pid)
-        todo.extend(children.get(pid, []))
-    return seen
 
 
 class MemorySampler:

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+from tests.harness.processes import process_tree
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 LAB_PLAYBOOK = REPO / "playbooks" / "lab.yml"
@@ -16,7 +17,7 @@ LOCK = REPO / "build" / "virtual-lab.lock"
 # make test runs the lab on one worker beside the other worker's tests. The guests run under emulation, each a
 # host thread busy as long as its guest is, and the scheduler shares the cores fairly per thread: beside the other
 # worker's many processes the guests got a fraction of a core each, and the lab test took 74 minutes in CI where
-# it takes 20 alone. The lab's processes go first; the other worker runs in what they leave.
+# it took about 40 alone that day. The lab's processes go first; the other worker runs in what they leave.
 LAB_NICE = -10
 
 
@@ -33,28 +34,11 @@ def lab_first(base: Path) -> None:
     """The lab's daemons under ``base`` (libvirtd, Ironic, the BMCs, dnsmasq) and their children run at LAB_NICE;
     what they start later (the guests, which libvirtd's RPC threads fork) inherits it. Every thread: a nice value
     is a thread's own on Linux (libvirtd's main thread alone left the guests at 0)."""
-    pids = {int(f.read_text().split()[0]) for f in (*base.glob("*.pid"), *base.glob("*/*.pid"))}
-    for pid in pids | descendants(pids):
+    roots = {int(f.read_text().split()[0]) for f in (*base.glob("*.pid"), *base.glob("*/*.pid"))}
+    for pid in {pid for root in roots for pid in process_tree(root)}:
         for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
             with contextlib.suppress(ProcessLookupError):  # gone meanwhile
                 os.setpriority(os.PRIO_PROCESS, int(task.name), LAB_NICE)
-
-
-def descendants(pids: set[int]) -> set[int]:
-    """Every process below ``pids``."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(text[text.rindex(")") + 2:].split()[1])
-    found: set[int] = set()
-    frontier = set(pids)
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def without_leftovers(lab: dict[str, Any]) -> None:
