@@ -135,9 +135,9 @@ hosts:
       description:
         - Seconds after which the host should be looked at again; null when nothing is pending.
         - While Ironic works on the host, a quarter of the time the host's status has shown no change, from 0.5 s
-          up to 10 s (baremetal-operator's period), so that a caller that comes back for each look (the operator,
-          a run of the role each) looks less often the longer an operation lasts. With O(wait_for), the module's
-          own wait looks every 0.5 s.
+          up to 10 s (baremetal-operator's delay for inspecting, cleaning, deploying), so that a caller that comes
+          back for each look (the operator, a run of the role each) looks less often the longer an operation
+          lasts. With O(wait_for), the module's own wait looks every 0.5 s.
       type: float
     message:
       description: What the last step did.

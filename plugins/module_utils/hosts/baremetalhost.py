@@ -125,7 +125,8 @@ MAX_PROVISIONING_RETRIES = IronicOptions.max_provisioning_retries
 MAX_TRANSITIONS = 8  # a step takes at most this many transitions that need no waiting
 # A caller that comes back for each look (the operator: a run of the role, about a CPU-second each) looks at an
 # operation under way after a quarter of the time the host has shown no change, from POLL up to
-# baremetal-operator's own period (10 s); a wait in the module's process keeps POLL (one Ironic GET a look).
+# baremetal-operator's longRetryDelay (10 s, for ramdisk-booting operations; 3 s for the others); a wait in the
+# module's process keeps POLL (one Ironic GET a look).
 PATIENT_POLL_MAX = 10.0
 
 

@@ -334,7 +334,7 @@ MOMENT = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
     ("2026-11-30T11:59:58Z", bmh.POLL),  # a quarter of 2 s is under POLL
     ("2026-11-30T11:59:52Z", 2.0),  # a quarter of the time it has shown no change
     ("2026-11-30T11:59:20Z", 10.0),
-    ("2026-11-30T10:00:00Z", bmh.PATIENT_POLL_MAX),  # never less often than baremetal-operator looks
+    ("2026-11-30T10:00:00Z", bmh.PATIENT_POLL_MAX),  # never less often than baremetal-operator's longRetryDelay
 ])
 def test_a_patient_caller_looks_again_after_a_quarter_of_the_time_the_host_showed_no_change(last_updated, after):
     assert bmh.patient_poll(last_updated, MOMENT) == after
