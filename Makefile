@@ -174,9 +174,10 @@ lab-demo: lab-images lab
 lab-demo-clean: venv collection
 	ip netns exec metal3-lab env $(PLAYBOOK_ENV) $(BIN)/ansible-playbook playbooks/lab-demo.yml -e lab_state=absent
 
-# The lab test at its full size (tests/integration/test_lab_provisioning.py with METAL3_LAB_FULL=1): the demo's
-# cluster hybrid (two workers on libvirt VMs) and a metal-stack firewall on a third server beside it. make test runs
-# the same test on the demo's two servers only: five guests under emulation take over an hour on two busy cores.
+# The lab test at its full size (tests/integration/test_lab_provisioning.py with METAL3_LAB_FULL=1): the demo's IPMI
+# server (PXE, legacy BIOS) beside its virtual-media one, its cluster hybrid (two workers on libvirt VMs) and a
+# metal-stack firewall on a third server. make test runs the same test on the virtual-media server only: five
+# guests under emulation take over an hour on two busy cores.
 .PHONY: lab-test-full
 lab-test-full: venv collection kube-binaries cloud-init nftables
 	METAL3_LAB_FULL=1 $(BIN)/python -m pytest tests/integration/test_lab_provisioning.py
