@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import functools
-import http.server
 import re
 import shutil
 import sys
@@ -45,6 +43,8 @@ from kubernetes import client, watch  # noqa: E402
 from benchmarks.operator.bench import MemorySampler, api_request_counts, percentile, tree_cpu  # noqa: E402
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster, free_port  # noqa: E402
+from tests.harness.http_files import LIVE_ISO, ServedDirectory  # noqa: E402
+from tests.harness.http_files import live_iso as served_live_iso  # noqa: E402
 from tests.harness.ironic import Ironic, RedfishEmulator  # noqa: E402
 from tests.harness.operator_process import Operator, metrics_at, reconciles  # noqa: E402
 
@@ -82,23 +82,6 @@ class Emulators:
                          "inspectionMode": "disabled",
                          "bmc": {"address": emulator.address(name, "redfish-virtualmedia+http"),
                                  "credentialsName": "bench-bmc"}}}
-
-
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class LiveISO:
-    """A small live ISO served over HTTP on loopback."""
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "live.iso").write_bytes(b"\0" * 1024 * 1024)
-        handler = functools.partial(Quiet, directory=str(directory))
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/live.iso"
 
 
 class StateWatch:
@@ -232,8 +215,8 @@ class Upstream:
 STACKS: dict[str, StackKind] = {"ours": Ours, "upstream": Upstream}
 
 
-def measure(stack: StackKind, hosts: int, ironic: Ironic, emulators: Emulators, iso: LiveISO, snapshots: Path | None,
-            work: Path) -> dict[str, Any]:
+def measure(stack: StackKind, hosts: int, ironic: Ironic, emulators: Emulators, iso: ServedDirectory,
+            snapshots: Path | None, work: Path) -> dict[str, Any]:
     """One stack on a fresh cluster: ``hosts`` hosts through every phase, and what it cost."""
     cluster = KubeCluster(work / "kube")
     cluster.start()
@@ -273,7 +256,7 @@ def measure(stack: StackKind, hosts: int, ironic: Ironic, emulators: Emulators, 
                                                       {"spec": spec})
             return one
 
-        live_iso = {"online": True, "image": {"url": iso.url, "format": "live-iso"}}
+        live_iso = {"online": True, "image": {"url": f"{iso.url}/{LIVE_ISO}", "format": "live-iso"}}
         walls = {
             "available": each("available", lambda obj: custom.create_namespaced_custom_object(
                 *BMH[:2], namespace, BMH[2], obj)),
@@ -319,12 +302,12 @@ def run(stacks: list[str], hosts: int, snapshots: Path | None) -> dict[str, dict
     try:
         ironic.start()
         emulators.start()
-        iso = LiveISO(work / "images")
+        iso = served_live_iso(work / "images")
         try:
             for name in stacks:
                 runs[name] = measure(STACKS[name], hosts, ironic, emulators, iso, snapshots, work / name)
         finally:
-            iso.server.shutdown()
+            iso.close()
         return runs
     finally:
         emulators.stop()

@@ -1,10 +1,13 @@
-"""Files served over HTTP on 127.0.0.1 from a dict (path -> bytes), each GET (and HEAD) recorded: what a claim's
+"""Files served over HTTP on 127.0.0.1: from a dict (path -> bytes), each GET (and HEAD) recorded - what a claim's
 image and checksum URLs name in tests of the real fetch (the policy in those tests allows 127.0.0.1 by name), and
-the images Ironic checks before a direct deploy."""
+the images Ironic checks before a direct deploy; or a directory's, unrecorded - manifests as a CMDB or a Git forge
+serves them, and a live ISO."""
 from __future__ import annotations
 
+import functools
 import http.server
 import threading
+from pathlib import Path
 from typing import Any
 
 
@@ -47,3 +50,40 @@ class ServedFiles:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class ServedDirectory:
+    """``directory`` served over HTTP on 127.0.0.1 until closed (a context manager closes it)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                      functools.partial(_Quiet, directory=str(directory)))
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> ServedDirectory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+LIVE_ISO = "live.iso"
+
+
+def live_iso(directory: Path) -> ServedDirectory:
+    """A small live ISO (a MiB) written into ``directory`` and served from it, at ``.url + '/' + LIVE_ISO``: what
+    Ironic's ramdisk deploy inserts as virtual media with no agent to wait for."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / LIVE_ISO).write_bytes(b"\0" * 1024 * 1024)
+    return ServedDirectory(directory)

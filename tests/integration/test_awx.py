@@ -6,8 +6,6 @@ built tarball."""
 from __future__ import annotations
 
 import fcntl
-import functools
-import http.server
 import json
 import os
 import re
@@ -15,7 +13,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.metal3.baremetal.plugins.module_utils.store.local import LocalStore
+from tests.harness.http_files import ServedDirectory
 from tests.integration.playbook_runs import REPO, ansible_playbook
 
 BIN = Path(sys.executable).parent
@@ -192,24 +190,13 @@ def test_bad_survey_input_fails_first_naming_the_variable(tmp_path: Path, playbo
 
 # -- the playbooks, run as AWX runs a job ---------------------------------------------------------------------------
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def manifests_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A directory served over HTTP on loopback, as a CMDB or a Git forge would serve manifests."""
     root = tmp_path / "served"
     root.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with ServedDirectory(root) as served:
+        yield root, served.url
 
 
 class AwxJob:

@@ -18,7 +18,7 @@ from ansible_collections.metal3.baremetal.plugins.module_utils.core.objects impo
 from ansible_collections.metal3.baremetal.plugins.module_utils.hosts import baremetalhost as bmh
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.client import Ironic, IronicOptions
 from ansible_collections.metal3.baremetal.plugins.module_utils.ironic.provisioner import ironic_provisioners
-from tests.harness.http_files import ServedFiles
+from tests.harness.http_files import LIVE_ISO, ServedFiles, live_iso
 from tests.harness.ironic import RedfishEmulator, free_port
 
 BMC_PASSWORD = "Bmc-pa55word-9c1e"
@@ -330,9 +330,15 @@ def local_store(tmp_path):
         yield opened
 
 
-def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, client, redfish_emulator, tmp_path):
+@pytest.fixture
+def live_isos(tmp_path):
+    """The URL of a directory served on loopback that holds a small live ISO."""
+    with live_iso(tmp_path) as served:
+        yield served.url
+
+
+def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, client, redfish_emulator, live_isos):
     """A live ISO on redfish virtual media: a bad URL fails the deploy, the fixed one boots it from CD."""
-    images = serve(tmp_path)
     name = redfish_emulator.prefix + "-0"
     ref = make_host(local_store, "redfish", "rf-0", redfish_emulator.address(name, "redfish-virtualmedia+http"),
                     mac=redfish_emulator.mac(0), password=redfish_emulator.password, inspectionMode="disabled",
@@ -347,14 +353,15 @@ def test_redfish_power_and_boot_device_through_a_live_iso_deploy(local_store, cl
     wait(local_store, client, ref, "settled", timeout=120)
     assert redfish_emulator.system(name)["PowerState"] == "Off"
 
-    local_store.patch(ref, {"spec": {"online": True, "image": {"url": f"{images}/missing.iso", "format": "live-iso"}}})
+    missing = {"url": f"{live_isos}/missing.iso", "format": "live-iso"}
+    local_store.patch(ref, {"spec": {"online": True, "image": missing}})
     failed = until(local_store, client, ref, lambda s: bool(s.error), timeout=240)
     st = status(local_store, ref)
     assert st["errorType"] == "provisioning error" and st["errorMessage"]  # Ironic's last_error
     # counted; the host undeploys and tries again, up to the retry limit (test_a_deploy_that_keeps_failing_...)
     assert (failed.state, st["provisioningFailCount"]) == ("deprovisioning", 1) and failed.requeue_after
 
-    local_store.patch(ref, {"spec": {"image": {"url": f"{images}/live.iso", "format": "live-iso"}}})
+    local_store.patch(ref, {"spec": {"image": {"url": f"{live_isos}/{LIVE_ISO}", "format": "live-iso"}}})
     wait(local_store, client, ref, "provisioned", timeout=240)
     system = redfish_emulator.system(name)
     assert system["PowerState"] == "On"
@@ -399,16 +406,3 @@ def test_a_bmc_that_does_not_answer_is_a_registration_error_until_it_does(local_
         wait(local_store, client, ref, "deleted", timeout=120)
     finally:
         emulator.stop()
-
-
-def serve(directory) -> str:
-    """An HTTP server of ``directory`` holding a small live ISO; returns its URL."""
-    import functools
-    import http.server
-    import threading
-
-    (directory / "live.iso").write_bytes(b"\0" * 1024 * 1024)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}"
