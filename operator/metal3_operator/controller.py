@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -30,22 +30,26 @@ COMPONENT = "metal3-baremetal-operator"
 # How long a reconcile waits, after its run, for the watch to bring what the role wrote (milliseconds, unless the
 # API server is very busy); past it the object is read from the API server.
 SETTLE_TIMEOUT = 2.0
-# (apiVersion, plural, namespace or None, name) -> what the roles wrote last of the object that the cache may not
-# hold yet (the proxy's Proxy.newest): (False, None) when nothing.
-Newest = Callable[[str, str, "str | None", str], "tuple[bool, str | None]"]
-# (object, apiVersion, plural): the operator wrote the object (the proxy's Proxy.saw), so a role's read of it
-# waits for the cache to hold that write.
-Saw = Callable[[dict[str, Any], str, str], None]
+
+
+class WriteLedger(Protocol):
+    """The versions of objects written that the watch caches may not hold yet (the roles' proxy keeps it)."""
+
+    def saw(self, obj: dict[str, Any], api_version: str, plural: str) -> None:
+        """The operator wrote ``obj``: a role's read of it waits for the cache to hold that write."""
+
+    def newest(self, api_version: str, plural: str, namespace: str | None, name: str) -> tuple[bool, str | None]:
+        """What the roles wrote last of the object that the cache may not hold yet: (True, its version; None when
+        the object went), or (False, None) when nothing."""
 
 
 class Controller:
     def __init__(self, w: Watch, api: client.ApiClient, store: Store, runner: RoleRunner, metrics: Metrics,
                  workers: int, reconcile_period: float, namespaces: list[str], verbosity: int = 0,
                  clock: Clock | None = None, waiters: Waiters | None = None, running_after: float = 0.0,
-                 newest: Newest | None = None, saw: Saw | None = None) -> None:
+                 ledger: WriteLedger | None = None) -> None:
         self.watch = w
-        self.newest = newest
-        self.saw = saw
+        self.ledger = ledger
         self.runner = runner
         self.workers = max(1, workers)
         self.namespaces = namespaces or [""]
@@ -57,10 +61,10 @@ class Controller:
                                  self._observed)
         self.waiters = waiters
         self.reconciler = Reconciler(w, self.cache, runner, self.queue,
-                                     ObjectWriter(store, self._wrote if saw else None),
+                                     ObjectWriter(store, self._wrote if ledger else None),
                                      EventRecorder(store, COMPONENT), metrics, reconcile_period, verbosity,
                                      self.cancelling.is_set, waiters, running_after,
-                                     self._settled if newest else None)
+                                     self._settled if ledger else None)
         self.synced = self.informer.synced
         self.threads: list[threading.Thread] = []
         metrics.track_queue(w.name, self.queue)
@@ -118,15 +122,15 @@ class Controller:
             (self.namespaces == [""] or namespace in self.namespaces)
 
     def _wrote(self, obj: dict[str, Any]) -> None:
-        assert self.saw is not None  # noqa: S101 - given whenever this is
-        self.saw(obj, self.watch.api_version, self.informer.plural)
+        assert self.ledger is not None  # noqa: S101 - given whenever this is
+        self.ledger.saw(obj, self.watch.api_version, self.informer.plural)
 
     def _settled(self, key: Key, held: dict[str, Any]) -> dict[str, Any] | Ref:
         """The object as a role's run left it: the cache's copy, once it holds what the run wrote of it through
         the proxy, or ``held`` (what the operator wrote last) when that is newer; a Ref (read it) when the object
         went or the watch is late."""
-        assert self.newest is not None  # noqa: S101 - given whenever this is
-        known, version = self.newest(self.watch.api_version, self.informer.plural, key[0] or None, key[1])
+        assert self.ledger is not None  # noqa: S101 - given whenever this is
+        known, version = self.ledger.newest(self.watch.api_version, self.informer.plural, key[0] or None, key[1])
         if not known:
             cached = self.cache.get(*key)
             if cached is None:

@@ -160,8 +160,7 @@ class Manager:
                                                                   for c in self.controllers))
         self.controllers = [Controller(w, self.api, self.store, self.runner, self.metrics, workers, period, namespaces,
                                        verbosity, waiters=self.waiters, running_after=running_after,
-                                       newest=self.proxy.newest if self.proxy else None,
-                                       saw=self.proxy.saw if self.proxy else None)
+                                       ledger=self.proxy)
                             for w, workers, verbosity in kinds]
 
     def _lead(self) -> None:

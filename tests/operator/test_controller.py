@@ -99,10 +99,23 @@ def test_once_synced_the_runs_of_objects_deleted_meanwhile_are_cleared(tmp_path)
     assert controller.queue.get() == ("ns", "deleted-while-no-operator-ran") and len(controller.queue) == 0
 
 
+class Ledger:
+    """A proxy's ledger that knows one answer."""
+
+    def __init__(self, newest: tuple[bool, str | None]) -> None:
+        self.answer = newest
+
+    def saw(self, obj: dict, api_version: str, plural: str) -> None:
+        pass
+
+    def newest(self, api_version: str, plural: str, namespace: str | None, name: str) -> tuple[bool, str | None]:
+        return self.answer
+
+
 def settling_controller(tmp_path: Path, newest: tuple[bool, str | None]) -> Controller:
     watch = Watch("ipam.metal3.io", "v1alpha1", "IPClaim", role="r")
     controller = Controller(watch, client.ApiClient(), LocalStore(str(tmp_path / "store.db")), FakeRunner(),
-                            Metrics(), 1, 0, ["ns"], newest=lambda *key: newest)
+                            Metrics(), 1, 0, ["ns"], ledger=Ledger(newest))
     controller.informer.plural = "ipclaims"
     return controller
 
