@@ -241,7 +241,7 @@ def measure(claims: int, kind: type, flags: list[str], ready_when: Callable[[dic
         detail[("POST", "ippools", "", "201")] -= 1
         detail[("POST", "ipclaims", "", "201")] -= claims + idle_claims
         api: dict[str, float] = {}
-        for (verb, *_), value in detail.items():
+        for (verb, *_rest), value in detail.items():
             api[verb] = api.get(verb, 0) + value
         latencies = [ready.ready[n] - created_at[n] for n in names]
         addresses = {a["spec"]["address"] for a in custom.list_namespaced_custom_object(

@@ -125,7 +125,7 @@ def equalities(selector: str) -> dict[str, str] | None:
     for term in filter(None, (t.strip() for t in selector.split(","))):
         if "!" in term or "(" in term or "=" not in term:
             return None
-        key, _, value = term.replace("==", "=", 1).partition("=")
+        key, _equals, value = term.replace("==", "=", 1).partition("=")
         wanted[key.strip()] = value.strip()
     return wanted
 

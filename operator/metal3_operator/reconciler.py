@@ -46,7 +46,7 @@ VERBOSITY_ANNOTATION = "ansible.sdk.operatorframework.io/verbosity"
 T = TypeVar("T")
 # (key, the object as the operator last held it) -> the object as the role's run left it, as the cache holds it;
 # a Ref when that cannot be told (the object is then read from the API server).
-Settled = Callable[[Key, dict[str, Any]], "dict[str, Any] | Ref"]
+Settled = Callable[[Key, dict[str, Any]], dict[str, Any] | Ref]
 
 
 class RoleRunner(Protocol):

@@ -93,7 +93,6 @@ class _OperatorProcess:
         except OSError:
             return ""
 
-
     def probe(self, path: str) -> int:
         return http_get(self.health_port, path)[0]
 

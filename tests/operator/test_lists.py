@@ -14,8 +14,8 @@ from metal3_operator.watches import Watch, WatchesError
 @pytest.mark.parametrize("text, kinds", [
     (DEFAULT_LIST_CACHE, [("ipam.metal3.io", "v1alpha1", "IPAddress")]),
     ("", []),
-    (" metal3.io/v1alpha1/BareMetalHost , v1/ConfigMap", [("metal3.io", "v1alpha1", "BareMetalHost"),
-                                                           ("", "v1", "ConfigMap")]),
+    (" metal3.io/v1alpha1/BareMetalHost , v1/ConfigMap",
+     [("metal3.io", "v1alpha1", "BareMetalHost"), ("", "v1", "ConfigMap")]),
 ])
 def test_list_cache_names_kinds_as_group_version_kind(text, kinds):
     assert [(w.group, w.version, w.kind) for w in parse_kinds(text)] == kinds

@@ -184,7 +184,7 @@ def test_the_result_is_written_onto_the_object_settled_gives_without_reading_it(
     world.create()
     reads = world.store.reads
     world.reconciler.reconcile(KEY)
-    assert [key for key, _ in asked] == [KEY]
+    assert [key for key, _run in asked] == [KEY]
     assert world.store.reads == reads  # the result's write read nothing
     assert world.conditions()["Successful"]["status"] == "True"
 
