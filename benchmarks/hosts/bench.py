@@ -43,8 +43,7 @@ from kubernetes import client, watch  # noqa: E402
 from benchmarks.operator.bench import MemorySampler, api_request_counts, percentile, tree_cpu  # noqa: E402
 from benchmarks.report import machine, write_section  # noqa: E402
 from tests.harness.cluster import KubeCluster, free_port  # noqa: E402
-from tests.harness.http_files import LIVE_ISO, ServedDirectory  # noqa: E402
-from tests.harness.http_files import live_iso as served_live_iso  # noqa: E402
+from tests.harness.http_files import LIVE_ISO, ServedDirectory, live_iso  # noqa: E402
 from tests.harness.ironic import Ironic, RedfishEmulator  # noqa: E402
 from tests.harness.operator_process import Operator, metrics_at, reconciles  # noqa: E402
 
@@ -256,11 +255,11 @@ def measure(stack: StackKind, hosts: int, ironic: Ironic, emulators: Emulators, 
                                                       {"spec": spec})
             return one
 
-        live_iso = {"online": True, "image": {"url": f"{iso.url}/{LIVE_ISO}", "format": "live-iso"}}
+        booted_iso = {"online": True, "image": {"url": f"{iso.url}/{LIVE_ISO}", "format": "live-iso"}}
         walls = {
             "available": each("available", lambda obj: custom.create_namespaced_custom_object(
                 *BMH[:2], namespace, BMH[2], obj)),
-            "provisioned": each("provisioned", patch(live_iso)),
+            "provisioned": each("provisioned", patch(booted_iso)),
             "deprovisioned": each("deprovisioned", patch({"image": None})),
             "deleted": each("deleted", lambda obj: custom.delete_namespaced_custom_object(
                 *BMH[:2], namespace, BMH[2], obj["metadata"]["name"])),
@@ -302,7 +301,7 @@ def run(stacks: list[str], hosts: int, snapshots: Path | None) -> dict[str, dict
     try:
         ironic.start()
         emulators.start()
-        iso = served_live_iso(work / "images")
+        iso = live_iso(work / "images")
         try:
             for name in stacks:
                 runs[name] = measure(STACKS[name], hosts, ironic, emulators, iso, snapshots, work / name)

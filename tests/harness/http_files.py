@@ -61,7 +61,6 @@ class ServedDirectory:
     """``directory`` served over HTTP on 127.0.0.1 until closed (a context manager closes it)."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                                       functools.partial(_Quiet, directory=str(directory)))
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

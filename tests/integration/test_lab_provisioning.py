@@ -55,8 +55,7 @@ NETNS = "metal3-lab-prov"
 # make test runs the demo on its virtual-media server; METAL3_LAB_FULL=1 (`make lab-test-full`) adds its IPMI
 # server, makes the demo's cluster hybrid (two workers on libvirt VMs) and adds the metal-stack firewall's server
 # beside it: five guests under emulation, over an hour on two busy cores. Every guest is a core while it boots
-# or writes its disk, and this machine emulates at half the speed it did (benchmarks/lab: a deploy 99 s on
-# 2026-11-26, 214 s on 2026-11-30): make test, which runs this beside everything else, boots one.
+# or writes its disk: make test, which runs this beside everything else, boots one.
 FULL = os.environ.get("METAL3_LAB_FULL") == "1"
 # One vCPU each: under emulation each is a host thread, and make test's other worker shares the machine's cores.
 VM_WORKERS = 2 if FULL else 0
